@@ -1,0 +1,1 @@
+"""The faces of the product: the MCP server and the command line, thin adapters over ``skill``."""

@@ -1,0 +1,175 @@
+"""The command line: ``grpo-rlvr config | demo | serve``, thin adapters over ``skill``.
+
+A caller's mistake prints one message to stderr and exits with status 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from skill.errors import SkillError, pydantic_error_message
+from skill.state import STATE_ROOT_ENV
+
+USAGE_ERROR = 2
+
+
+def _parse_value(text: str) -> Any:
+    """``--set`` values are JSON when they parse as JSON (numbers, booleans, lists), else plain strings."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _parse_reward(text: str) -> dict[str, Any]:
+    parts = text.split(",")
+    if len(parts) not in (2, 3):
+        raise SkillError(
+            f"--reward {text!r} is not NAME,ROLE[,WEIGHT].", "Send e.g. --reward exact_match,correctness,1"
+        )
+    spec: dict[str, Any] = {"name": parts[0], "role": parts[1]}
+    if len(parts) == 3:
+        try:
+            spec["weight"] = float(parts[2])
+        except ValueError:
+            raise SkillError(f"--reward weight {parts[2]!r} is not a number.", "Send e.g. 0.2.") from None
+    return spec
+
+
+def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    if args.request:
+        text = sys.stdin.read() if args.request == "-" else Path(args.request).read_text()
+        try:
+            request = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SkillError(f"--request is not valid JSON ({exc}).", "Send a RecipeRequest as JSON.") from None
+        if not isinstance(request, dict):
+            raise SkillError("--request must be a JSON object.", "Send a RecipeRequest as JSON.")
+    else:
+        request = {}
+    if args.model:
+        request.setdefault("model", {})["name"] = args.model
+    if args.parameters_b is not None:
+        request.setdefault("model", {})["parameters_billions"] = args.parameters_b
+    hardware = request.setdefault("hardware", {})
+    if args.cpu:
+        hardware["accelerator"] = "cpu"
+    if args.gpu:
+        hardware["gpu_model"] = args.gpu
+    for key in ("gpus_per_node", "nodes", "memory_gib_per_gpu"):
+        if getattr(args, key) is not None:
+            hardware[key] = getattr(args, key)
+    if args.method:
+        request["method"] = args.method
+    if args.reward:
+        request["rewards"] = [_parse_reward(text) for text in args.reward]
+    if args.dataset:
+        request.setdefault("dataset", {})["name"] = args.dataset
+    if args.column:
+        request.setdefault("dataset", {})["columns"] = args.column
+    if args.variant:
+        request["variant"] = args.variant
+    if args.symptom:
+        request["symptoms"] = args.symptom
+    if args.max_steps is not None:
+        request["max_steps"] = args.max_steps
+    for assignment in args.set or []:
+        field, sep, value = assignment.partition("=")
+        if not sep:
+            raise SkillError(f"--set {assignment!r} is not FIELD=VALUE.", "Send e.g. --set learning_rate=1e-6")
+        request.setdefault("overrides", {})[field] = _parse_value(value)
+    return request
+
+
+def _print_recipe(recipe: Any, output: str) -> None:
+    if output == "json":
+        print(recipe.model_dump_json(indent=2))
+    elif output == "script":
+        print(recipe.to_script())
+    else:
+        print(recipe.summary())
+
+
+def command_config(args: argparse.Namespace) -> None:
+    from skill.emit import RecipeRequest, emit_grpo_config
+
+    request = RecipeRequest.model_validate(_request_from_args(args))
+    _print_recipe(emit_grpo_config(request), args.output)
+
+
+def command_demo(args: argparse.Namespace) -> None:
+    from skill.demo.pipeline import demo_recipe_request
+    from skill.emit import emit_grpo_config
+
+    print("grpo-rlvr demo: the embedded SmolLM2-135M-Instruct learning 'What is a + b?' on this CPU.\n")
+    recipe = emit_grpo_config(demo_recipe_request())
+    _print_recipe(recipe, args.output)
+
+
+def command_serve(args: argparse.Namespace) -> None:
+    from server.mcp_server import serve_stdio
+
+    serve_stdio()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo-rlvr", description="GRPO with verifiable rewards on TRL.")
+    parser.add_argument("--state-root", help=f"where runs and inspections live (default: ${STATE_ROOT_ENV})")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    config = commands.add_parser("config", help="emit a validated GRPO recipe (emit_grpo_config)")
+    config.add_argument("--request", help="RecipeRequest JSON file, or - for stdin; flags below override it")
+    config.add_argument("--model", help="HF id, local directory, or embedded:SmolLM2-135M-Instruct")
+    config.add_argument("--parameters-b", type=float, help="parameter count in billions (unknown models)")
+    config.add_argument("--cpu", action="store_true", help="target this machine's CPU")
+    config.add_argument("--gpu", help="GPU model, e.g. H100, A100-40GB, L4, T4")
+    config.add_argument("--gpus-per-node", type=int)
+    config.add_argument("--nodes", type=int)
+    config.add_argument("--memory-gib-per-gpu", type=float)
+    config.add_argument("--method", choices=["full", "lora", "qlora", "auto"])
+    config.add_argument("--reward", action="append", help="NAME,ROLE[,WEIGHT]; repeat for each reward")
+    config.add_argument("--dataset", help="dataset id or local file")
+    config.add_argument("--column", action="append", help="a dataset column the rewards read; repeatable")
+    config.add_argument("--variant", help="named variant, e.g. dr_grpo, dapo, gspo")
+    config.add_argument("--symptom", action="append", help="observed symptom; repeatable")
+    config.add_argument("--max-steps", type=int)
+    config.add_argument("--set", action="append", help="GRPOConfig override FIELD=VALUE; repeatable")
+    config.add_argument("--output", choices=["summary", "json", "script"], default="summary")
+    config.set_defaults(handler=command_config)
+
+    demo = commands.add_parser("demo", help="the main flow on the embedded SmolLM2 and its addition task")
+    demo.add_argument("--output", choices=["summary", "json", "script"], default="summary")
+    demo.set_defaults(handler=command_demo)
+
+    serve = commands.add_parser("serve", help="run the MCP server on stdio")
+    serve.set_defaults(handler=command_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.state_root:
+        os.environ[STATE_ROOT_ENV] = str(Path(args.state_root).expanduser().resolve())
+    try:
+        args.handler(args)
+    except SkillError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except ValidationError as exc:
+        print(f"error: {pydantic_error_message(exc, 'request')}", file=sys.stderr)
+        return USAGE_ERROR
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The MCP server: each tool is a few lines over one ``skill`` function.
+
+Only pydantic models are imported at start; torch, transformers and trl load inside the tools
+that need them, so the first ``tools/list`` answers about as fast as ``import mcp.server``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+from skill.emit import RecipeRequest, emit_grpo_config
+from skill.errors import SkillError, pydantic_error_message
+from skill.recipe import GRPORecipe
+
+logger = logging.getLogger("grpo_rlvr.server")
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "GRPO with verifiable rewards on Hugging Face TRL. Flow: route_check (is RL the right tool?) -> "
+    "inspect_rewards (mandatory reward read) -> emit_grpo_config (validated recipe) -> estimate_memory -> "
+    "run_grpo. Read the resource SKILL.md for the method."
+)
+
+
+def _as_tool_errors(function: Callable[..., T]) -> Callable[..., T]:
+    """Turn a caller's mistake into a ToolError so the client sees the project's message, not a bare failure."""
+
+    @wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return function(*args, **kwargs)
+        except SkillError as exc:
+            raise ToolError(str(exc)) from None
+        except ValueError as exc:  # pydantic ValidationError from nested models built inside the tool
+            raise ToolError(pydantic_error_message(exc, "request")) from None
+
+    return wrapper
+
+
+def build_server() -> MCPServer:
+    """The MCP server with every tool registered."""
+    server = MCPServer(name="grpo-rlvr-training", instructions=INSTRUCTIONS)
+
+    @server.tool(
+        name="emit_grpo_config",
+        title="Emit a validated GRPO config",
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    @_as_tool_errors
+    def emit_grpo_config_tool(request: RecipeRequest) -> GRPORecipe:
+        """Emit a GRPO training recipe (TRL GRPOConfig kwargs plus model, data, rewards, launch plan) that the
+        installed TRL accepts, with a reason for every value. Call it after route_check decided 'grpo' and the
+        rewards passed inspection. Send the model (HF id, local path or the embedded default), the target hardware
+        (GPU model and count, or cpu), the method (full | lora | qlora), reward specs (name, role, weight) and the
+        dataset; optionally a variant name or observed symptoms (e.g. 'length_growth_without_accuracy') and explicit
+        GRPOConfig overrides. Returns the recipe; run it with run_grpo or render it as a script with the CLI."""
+        return emit_grpo_config(request)
+
+    return server
+
+
+def serve_stdio() -> None:
+    """Serve over stdio; logs go to stderr so stdout stays a clean protocol stream."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    build_server().run("stdio")

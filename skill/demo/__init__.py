@@ -1,0 +1,1 @@
+"""The embedded demo: SmolLM2-135M-Instruct learning to add small numbers with GRPO."""

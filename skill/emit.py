@@ -1,0 +1,287 @@
+"""emit_grpo_config: a request in, a GRPORecipe the installed TRL accepts out.
+
+Order of decisions, each recorded with its reason: the seed recipe, then what the hardware
+implies (dtype, vLLM mode, checkpointing), then the method (LoRA / QLoRA), then variants, then the
+caller's explicit overrides. The result is then checked: the group-size floor, divisibility on the
+target's world size, field names and enumerated values against the installed TRL, and a real
+``GRPOConfig`` construction.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from skill.architectures import KNOWN_PARAMETERS_B, known_parameters_b, parameters_from_local_dir
+from skill.errors import SkillError
+from skill.hardware import HardwareSpec, plan_launch
+from skill.models import EMBEDDED_MODEL_ID, is_embedded
+from skill.recipe import DatasetSpec, GRPORecipe, ModelSpec, PeftSpec, Provenance, RecipeReason
+from skill.rewards.spec import RewardSpec
+from skill.variants import apply_variants
+
+GROUP_SIZE_FLOOR = 8
+EMBEDDED_PARAMETERS_B = 0.135
+
+# The seed recipe: every value the emitter relies on, with the reason it has that value. TRL's own
+# defaults differ (beta 0.0, lr 1e-6, loss_type "dapo", bf16 True, gradient_checkpointing True), so
+# nothing is left to them.
+SEED: dict[str, tuple[Any, str]] = {
+    "num_generations": (8, "group size floor: the group-relative baseline is too noisy with fewer samples"),
+    "learning_rate": (5e-7, "seed recipe: small steps keep the policy near what the reward was inspected on"),
+    "beta": (0.01, "seed recipe: a light KL anchor to the reference model"),
+    "per_device_train_batch_size": (8, "seed recipe: one group of 8 completions per device step"),
+    "gradient_accumulation_steps": (4, "seed recipe: 4 groups per optimizer step; also sets steps_per_generation"),
+    "logging_steps": (10, "seed recipe: log every 10 steps"),
+    "seed": (3407, "seed recipe: fixed seed for reproducible sampling and init"),
+    "loss_type": ("dapo", "token-level normalisation (TRL 1.16 default, stated): no per-sequence length bias"),
+    "scale_rewards": ("group", "standard GRPO advantage: (r - group mean) / group std"),
+    "importance_sampling_level": ("token", "standard GRPO token-level ratios"),
+    "epsilon": (0.2, "standard PPO/GRPO clip range"),
+    "num_iterations": (1, "one optimizer pass per generation batch: on-policy, no ratio drift"),
+    "temperature": (1.0, "sample at the model's own distribution so groups have varied outcomes"),
+    "top_p": (1.0, "no nucleus truncation: keep the full distribution for exploration"),
+    "max_completion_length": (256, "room for short reasoning plus an answer; raise for long chains of thought"),
+    "mask_truncated_completions": (False, "truncated completions still count; the overlong variant changes this"),
+    "multi_objective_aggregation": ("sum_then_normalize", "weighted sum of rewards, then group normalisation"),
+    "lr_scheduler_type": ("constant_with_warmup", "RL rewards are non-stationary; no decay schedule to tune"),
+    "warmup_steps": (0.03, "3% warm-up (a float below 1 is a ratio) avoids a large first step"),
+    "max_grad_norm": (1.0, "clip gradient norm at 1.0 against reward spikes"),
+    "optim": ("adamw_torch", "AdamW with fp32 states"),
+    "weight_decay": (0.0, "no weight decay: RL updates are small and regularised by the KL term"),
+    "num_train_epochs": (1, "one pass over the prompts unless max_steps says otherwise"),
+    "report_to": ("none", "no external tracker; metrics are logged by the trainer and the runner"),
+    "log_completions": (False, "the runner samples completions itself"),
+    "disable_dropout": (True, "dropout makes policy and reference log-probs disagree on the same tokens"),
+}
+
+
+class RecipeRequest(BaseModel):
+    """What emit_grpo_config needs: the model, where it trains, how, on what rewards and data."""
+
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    hardware: HardwareSpec = Field(description="The target machine(s).")
+    method: Literal["full", "lora", "qlora", "auto"] = Field(
+        default="auto",
+        description="full fine-tune, LoRA, or QLoRA (NF4 base). 'auto' needs the memory estimator and is "
+        "refused until it exists: pick one.",
+    )
+    rewards: list[RewardSpec] = Field(description="Reward specs; at least one correctness (or judge) reward.")
+    dataset: DatasetSpec
+    variant: str | None = Field(default=None, description="A named variant to apply (see grpo-variants.md).")
+    symptoms: list[str] = Field(default_factory=list, description="Observed symptoms; each selects a variant.")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="GRPOConfig fields to set explicitly.")
+    override_reasons: dict[str, str] = Field(default_factory=dict, description="Why each override, by field.")
+    max_steps: int | None = Field(default=None, gt=0, description="Stop after this many optimizer steps.")
+
+
+def _parameters_b(model: ModelSpec) -> float:
+    if model.parameters_billions is not None:
+        return model.parameters_billions
+    if is_embedded(model.name):
+        return EMBEDDED_PARAMETERS_B
+    known = known_parameters_b(model.name)
+    if known is not None:
+        return known
+    local = Path(model.name).expanduser()
+    if local.is_dir():
+        counted = parameters_from_local_dir(local)
+        if counted is not None:
+            return counted
+    raise SkillError(
+        f"Unknown model {model.name!r} and no parameter count.",
+        "Send model.parameters_billions, a local directory with config.json, "
+        f"'{EMBEDDED_MODEL_ID}', or a known model ({', '.join(sorted(KNOWN_PARAMETERS_B)[:6])}, ...).",
+    )
+
+
+class _Builder:
+    """Collects kwargs and the reason each one has its value."""
+
+    def __init__(self) -> None:
+        self.trl: dict[str, Any] = {}
+        self.reasons: dict[str, RecipeReason] = {}
+
+    def set(self, field: str, value: Any, source: str, reason: str) -> None:
+        self.trl[field] = value
+        self.reasons[field] = RecipeReason(field=field, value=value, source=source, reason=reason)
+
+
+def _apply_hardware(build: _Builder, hardware: HardwareSpec, parameters_b: float, method: str) -> None:
+    if hardware.accelerator == "cpu":
+        build.set("use_cpu", True, "hardware", "CPU target")
+        build.set("bf16", False, "hardware", "CPU: train in fp32 (mixed precision gains nothing here)")
+        build.set("fp16", False, "hardware", "CPU: train in fp32")
+        build.set("model_init_kwargs", {"dtype": "float32"}, "hardware", "load the weights in the training dtype")
+        build.set("use_vllm", False, "hardware", "vLLM needs a GPU; transformers generates on CPU")
+        small = parameters_b < 1.0
+        build.set(
+            "activation_checkpointing",
+            not small,
+            "hardware",
+            "small model fits in RAM; checkpointing would cost ~20% speed" if small else "saves RAM on a big model",
+        )
+        return
+    build.set("use_cpu", False, "hardware", "GPU target")
+    if hardware.bf16:
+        build.set("bf16", True, "hardware", "the GPU computes in bf16 (Ampere or newer)")
+        build.set("fp16", False, "hardware", "bf16 is used instead")
+        dtype = "bfloat16"
+    else:
+        build.set("bf16", False, "hardware", "the GPU has no bf16 (pre-Ampere, e.g. T4/V100)")
+        build.set("fp16", True, "hardware", "fp16 mixed precision on a GPU without bf16")
+        dtype = "float16"
+    # TRL loads a model named by string in float32 unless model_init_kwargs says otherwise.
+    init_kwargs: dict[str, Any] = {"dtype": dtype}
+    if method == "qlora":
+        init_kwargs["quantization_config"] = {
+            "quant_method": "bitsandbytes",
+            "load_in_4bit": True,
+            "bnb_4bit_quant_type": "nf4",
+            "bnb_4bit_compute_dtype": dtype,
+            "bnb_4bit_use_double_quant": True,
+        }
+    build.set("model_init_kwargs", init_kwargs, "hardware", f"load the weights in {dtype}, not TRL's float32")
+    build.set("activation_checkpointing", True, "hardware", "recompute activations: GPU memory is the bottleneck")
+    build.set("use_vllm", True, "hardware", "vLLM generation is several times faster than transformers")
+    if hardware.total_gpus == 1:
+        build.set("vllm_mode", "colocate", "hardware", "one GPU: vLLM shares it with training")
+        build.set(
+            "vllm_gpu_memory_utilization",
+            0.3,
+            "hardware",
+            "colocated vLLM takes 30% of the GPU, leaving 70% for training",
+        )
+    else:
+        build.set("vllm_mode", "server", "hardware", "several GPUs: vLLM on its own GPU(s) via `trl vllm-serve`")
+
+
+def _apply_method(build: _Builder, method: str, hardware: HardwareSpec) -> PeftSpec | None:
+    if method == "full":
+        return None
+    if method == "qlora" and hardware.accelerator == "cpu":
+        raise SkillError("QLoRA needs a CUDA GPU (bitsandbytes NF4).", "Send method 'lora' or 'full' for a CPU target.")
+    lr = float(f"{SEED['learning_rate'][0] * 10:.3g}")
+    build.set("learning_rate", lr, "method", "LoRA needs about 10x the full fine-tune learning rate")
+    return PeftSpec(quantize_4bit=method == "qlora")
+
+
+def _check_rewards(rewards: list[RewardSpec]) -> None:
+    if not rewards:
+        raise SkillError("No reward specs were sent.", "Send at least one reward with role 'correctness'.")
+    if not any(spec.role in ("correctness", "judge") for spec in rewards):
+        raise SkillError(
+            "No reward checks correctness: GRPO would optimise format or shaping alone.",
+            "Add a reward with role 'correctness' (the verifiable pass/fail signal).",
+        )
+
+
+def _check_group_arithmetic(trl: dict[str, Any], world_size: int) -> None:
+    generations = trl["num_generations"]
+    if not isinstance(generations, int) or generations < GROUP_SIZE_FLOOR:
+        raise SkillError(
+            f"num_generations={generations!r} is below the floor of {GROUP_SIZE_FLOOR}: with fewer samples the "
+            "group mean is too noisy a baseline and most groups have no mixed outcomes.",
+            f"Send num_generations >= {GROUP_SIZE_FLOOR} (e.g. 8 or 16).",
+        )
+    per_device = trl["per_device_train_batch_size"]
+    global_batch = per_device * world_size
+    steps = trl.get("steps_per_generation") or trl["gradient_accumulation_steps"]
+    generation_batch = trl.get("generation_batch_size") or global_batch * steps
+    if generation_batch % global_batch:
+        raise SkillError(
+            f"generation_batch_size={generation_batch} is not divisible by the global batch "
+            f"{per_device} x {world_size} training processes = {global_batch}.",
+            f"Send a generation_batch_size that is a multiple of {global_batch}.",
+        )
+    if generation_batch % generations:
+        raise SkillError(
+            f"The generation batch ({generation_batch} = {per_device} per device x {world_size} training "
+            f"processes x {steps} steps) is not divisible by num_generations={generations}: TRL needs whole groups.",
+            f"Send per_device_train_batch_size or gradient_accumulation_steps so that their product with "
+            f"{world_size} is a multiple of {generations}.",
+        )
+
+
+def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
+    """Emit a validated GRPO recipe for a model, hardware and rewards.
+
+    >>> from skill.hardware import HardwareSpec
+    >>> recipe = emit_grpo_config(RecipeRequest(
+    ...     model=ModelSpec(name="Qwen/Qwen2.5-1.5B-Instruct"), hardware=HardwareSpec(gpu_model="H100"),
+    ...     method="full", rewards=[RewardSpec(name="exact_match", role="correctness")],
+    ...     dataset=DatasetSpec(name="openai/gsm8k", columns=["answer"])))
+    >>> recipe.trl["vllm_mode"], recipe.trl["bf16"], recipe.trl["num_generations"], recipe.trl["beta"]
+    ('colocate', True, 8, 0.01)
+    """
+    from skill import __version__
+    from skill.trl_contract import build_grpo_config, check_field_names, installed_versions
+
+    if request.method == "auto":
+        raise SkillError(
+            "method='auto' needs the memory estimator, which this version does not have.",
+            "Send method 'full', 'lora' or 'qlora'.",
+        )
+    _check_rewards(request.rewards)
+    parameters_b = _parameters_b(request.model)
+    launch = plan_launch(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30)
+
+    build = _Builder()
+    for field, (value, reason) in SEED.items():
+        build.set(field, value, "seed", reason)
+    _apply_hardware(build, request.hardware, parameters_b, request.method)
+    peft = _apply_method(build, request.method, request.hardware)
+    build.set(
+        "reward_weights",
+        [spec.weight for spec in request.rewards],
+        "rewards",
+        "weights from the reward specs, in order",
+    )
+    if request.max_steps is not None:
+        build.set("max_steps", request.max_steps, "override", "requested run length")
+
+    variant = None
+    if request.variant or request.symptoms:
+        variant = apply_variants(build.trl, [request.variant] if request.variant else [], request.symptoms)
+        from skill.variants import VARIANTS_BY_NAME
+
+        for field, owner in variant.changes.items():
+            build.set(field, build.trl[field], "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
+
+    check_field_names(request.overrides)
+    for field, value in request.overrides.items():
+        build.set(field, value, "override", request.override_reasons.get(field, "set explicitly by the caller"))
+    if len(build.trl["reward_weights"]) != len(request.rewards):
+        raise SkillError(
+            f"reward_weights has {len(build.trl['reward_weights'])} entries for {len(request.rewards)} rewards.",
+            "Send one weight per reward spec (or set the weights on the specs).",
+        )
+
+    _check_group_arithmetic(build.trl, launch.training_processes)
+    from skill.recipe import target_is_this_machine
+
+    on_target = target_is_this_machine(request.hardware)
+    _config, notes = build_grpo_config(build.trl, output_dir="grpo-output", on_target=on_target)
+    versions = installed_versions()
+    validation = [f"Built a real trl.GRPOConfig with trl {versions['trl']}.", *notes]
+    return GRPORecipe(
+        model=request.model.model_copy(update={"parameters_billions": parameters_b}),
+        method=request.method,
+        peft=peft,
+        dataset=request.dataset,
+        rewards=request.rewards,
+        trl=build.trl,
+        hardware=request.hardware,
+        launch=launch,
+        variant=variant,
+        reasons=list(build.reasons.values()),
+        provenance=Provenance(
+            emitted_by=__version__,
+            trl_version=versions["trl"],
+            transformers_version=versions["transformers"],
+            torch_version=versions["torch"],
+            validation=validation,
+        ),
+    )

