@@ -263,7 +263,9 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     from skill.recipe import target_is_this_machine
 
     on_target = target_is_this_machine(request.hardware)
-    _config, notes = build_grpo_config(build.trl, output_dir="grpo-output", on_target=on_target)
+    _config, notes = build_grpo_config(
+        build.trl, output_dir="grpo-output", on_target=on_target, target_world_size=launch.training_processes
+    )
     versions = installed_versions()
     validation = [f"Built a real trl.GRPOConfig with trl {versions['trl']}.", *notes]
     return GRPORecipe(

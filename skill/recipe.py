@@ -108,7 +108,12 @@ class GRPORecipe(BaseModel):
         """A real ``trl.GRPOConfig``; on a machine that is not the target, device fields are neutralised."""
         from skill.trl_contract import build_grpo_config
 
-        config, _notes = build_grpo_config(self.trl, output_dir, on_target=target_is_this_machine(self.hardware))
+        config, _notes = build_grpo_config(
+            self.trl,
+            output_dir,
+            on_target=target_is_this_machine(self.hardware),
+            target_world_size=self.launch.training_processes,
+        )
         return config
 
     def to_script(self) -> str:

@@ -13,6 +13,7 @@ import difflib
 import functools
 import importlib.metadata
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -139,12 +140,18 @@ def check_choices(kwargs: dict[str, Any]) -> None:
             )
 
 
-def build_grpo_config(kwargs: dict[str, Any], output_dir: str, *, on_target: bool) -> tuple[Any, list[str]]:
+def build_grpo_config(
+    kwargs: dict[str, Any], output_dir: str, *, on_target: bool, target_world_size: int = 1
+) -> tuple[Any, list[str]]:
     """Construct a real ``trl.GRPOConfig``; returns it and notes on anything neutralised.
 
     ``on_target=False`` means this machine is not the recipe's target (e.g. validating an H100
     recipe on a laptop): transformers refuses bf16/fp16 without a GPU, so only those device-bound
     fields are switched to their CPU values for the construction, and the notes say so.
+
+    GRPOConfig derives the generation batch from the current process's world size; when that is
+    not the target's, the target's generation batch is passed explicitly so TRL checks the same
+    arithmetic the target will.
     """
     from trl import GRPOConfig
 
@@ -162,6 +169,15 @@ def build_grpo_config(kwargs: dict[str, Any], output_dir: str, *, on_target: boo
                 + ", ".join(f"{key}={value}" for key, value in neutral.items())
                 + "; every other field as emitted."
             )
+    current_world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if target_world_size != current_world_size and built.get("generation_batch_size") is None:
+        per_device = built.get("per_device_train_batch_size", 8)
+        steps = built.pop("steps_per_generation", None) or built.get("gradient_accumulation_steps", 1)
+        built["generation_batch_size"] = per_device * target_world_size * steps
+        notes.append(
+            f"Built as {current_world_size} process(es) with generation_batch_size={built['generation_batch_size']}, "
+            f"the target's generation batch for {target_world_size} training processes."
+        )
     try:
         config = GRPOConfig(output_dir=output_dir, **built)
     except (ValueError, TypeError) as exc:

@@ -1,0 +1,27 @@
+"""Two small real reward functions for the addition task, used by training-step tests.
+
+They follow TRL's contract and score real completions; the project's reward library replaces
+them in product code.
+"""
+
+from __future__ import annotations
+
+import re
+
+
+def _text(completion) -> str:
+    return completion[-1]["content"] if isinstance(completion, list) else completion
+
+
+def just_a_number(prompts, completions, **kwargs) -> list[float]:
+    """1.0 when the completion is a bare integer."""
+    return [1.0 if re.fullmatch(r"\s*-?\d+\s*", _text(c)) else 0.0 for c in completions]
+
+
+def says_the_answer(prompts, completions, answer, **kwargs) -> list[float]:
+    """1.0 when the last integer in the completion equals the answer column."""
+    scores = []
+    for completion, expected in zip(completions, answer, strict=True):
+        numbers = re.findall(r"-?\d+", _text(completion))
+        scores.append(1.0 if numbers and numbers[-1] == str(expected) else 0.0)
+    return scores

@@ -1,0 +1,197 @@
+"""emit_grpo_config: the seed recipe, what hardware implies, and every refusal a caller can fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from skill.emit import RecipeRequest, emit_grpo_config
+from skill.errors import SkillError
+from skill.hardware import HardwareSpec
+from skill.recipe import DatasetSpec, ModelSpec
+from skill.rewards.spec import RewardSpec
+from skill.trl_contract import supported_choices
+
+REWARDS = [
+    RewardSpec(name="format", role="format", weight=0.2),
+    RewardSpec(name="exact_match", role="correctness", weight=1.0),
+]
+
+
+def request(**changes) -> RecipeRequest:
+    fields = {
+        "model": ModelSpec(name="Qwen/Qwen2.5-1.5B-Instruct"),
+        "hardware": HardwareSpec(gpu_model="H100"),
+        "method": "full",
+        "rewards": REWARDS,
+        "dataset": DatasetSpec(name="openai/gsm8k", columns=["answer"]),
+    }
+    fields.update(changes)
+    return RecipeRequest(**fields)
+
+
+def test_seed_defaults_on_one_gpu():
+    recipe = emit_grpo_config(request())
+    trl = recipe.trl
+    assert trl["num_generations"] == 8
+    assert trl["learning_rate"] == 5e-7
+    assert trl["beta"] == 0.01
+    assert (trl["per_device_train_batch_size"], trl["gradient_accumulation_steps"]) == (8, 4)
+    assert trl["logging_steps"] == 10 and trl["seed"] == 3407
+    assert trl["bf16"] is True and trl["fp16"] is False
+    assert trl["model_init_kwargs"]["dtype"] == "bfloat16"
+    assert trl["use_vllm"] is True and trl["vllm_mode"] == "colocate"
+    assert trl["reward_weights"] == [0.2, 1.0]
+    assert recipe.launch.training_processes == 1 and recipe.launch.vllm_server_gpus == 0
+
+
+def test_every_relied_on_value_is_stated_with_a_reason():
+    recipe = emit_grpo_config(request())
+    # TRL's own defaults differ from the seed on these; the recipe must never inherit them silently.
+    for field in ("beta", "learning_rate", "loss_type", "bf16", "activation_checkpointing", "scale_rewards"):
+        assert field in recipe.trl
+    reasons = {reason.field: reason for reason in recipe.reasons}
+    assert set(reasons) == set(recipe.trl)
+    assert all(reason.reason for reason in reasons.values())
+
+
+def test_several_gpus_use_a_separate_vllm_server():
+    recipe = emit_grpo_config(request(hardware=HardwareSpec(gpu_model="A100-80GB", gpus_per_node=8, nodes=2)))
+    assert recipe.trl["vllm_mode"] == "server"
+    assert recipe.launch.vllm_server_gpus == 1
+    assert recipe.launch.training_processes == 15
+    assert recipe.launch.launcher == "accelerate"
+
+
+def test_large_model_gets_tensor_parallel_vllm_server():
+    recipe = emit_grpo_config(
+        request(
+            model=ModelSpec(name="meta-llama/Llama-3.1-70B-Instruct"),
+            method="lora",
+            hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8),
+        )
+    )
+    # 70.6B params in bf16 is ~131 GiB: 4 x 74.5 GiB GPUs at half memory each.
+    assert recipe.launch.vllm_tensor_parallel_size == 4
+    assert recipe.launch.training_processes == 4
+
+
+def test_cpu_target_has_no_vllm_and_trains_in_fp32():
+    recipe = emit_grpo_config(request(model=ModelSpec(), hardware=HardwareSpec(accelerator="cpu")))
+    trl = recipe.trl
+    assert trl["use_vllm"] is False and "vllm_mode" not in trl
+    assert trl["use_cpu"] is True and trl["bf16"] is False and trl["fp16"] is False
+    assert trl["model_init_kwargs"] == {"dtype": "float32"}
+    assert recipe.provenance.validation[0].startswith("Built a real trl.GRPOConfig")
+
+
+def test_gpu_without_bf16_trains_in_fp16():
+    recipe = emit_grpo_config(request(hardware=HardwareSpec(gpu_model="T4")))
+    assert recipe.trl["fp16"] is True and recipe.trl["bf16"] is False
+    assert recipe.trl["model_init_kwargs"]["dtype"] == "float16"
+
+
+def test_lora_raises_the_learning_rate_with_a_reason():
+    recipe = emit_grpo_config(request(method="lora"))
+    assert recipe.peft is not None and recipe.peft.quantize_4bit is False
+    assert recipe.trl["learning_rate"] == 5e-6
+    reason = next(r for r in recipe.reasons if r.field == "learning_rate")
+    assert reason.source == "method" and "LoRA" in reason.reason
+
+
+def test_qlora_loads_the_base_in_nf4():
+    recipe = emit_grpo_config(request(method="qlora"))
+    quantization = recipe.trl["model_init_kwargs"]["quantization_config"]
+    assert quantization["bnb_4bit_quant_type"] == "nf4" and quantization["load_in_4bit"] is True
+
+
+def test_gpu_recipe_is_proven_on_this_cpu_with_only_device_fields_neutralised():
+    recipe = emit_grpo_config(request())
+    assert any("bf16=False" in note and "every other field as emitted" in note for note in recipe.provenance.validation)
+    config = recipe.to_grpo_config(output_dir="unused")
+    assert type(config).__name__ == "GRPOConfig"
+    assert config.learning_rate == 5e-7 and config.num_generations == 8 and config.beta == 0.01
+
+
+def test_overrides_win_and_are_recorded():
+    recipe = emit_grpo_config(
+        request(overrides={"learning_rate": 1e-6}, override_reasons={"learning_rate": "sweep point 3"})
+    )
+    reason = next(r for r in recipe.reasons if r.field == "learning_rate")
+    assert recipe.trl["learning_rate"] == 1e-6 and reason.source == "override" and reason.reason == "sweep point 3"
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"method": "auto"}, "method='auto'"),
+        ({"overrides": {"num_generations": 4}}, "num_generations=4 is below the floor of 8"),
+        ({"overrides": {"max_prompt_length": 512}}, "no longer truncates prompts"),
+        ({"overrides": {"learning_rat": 1e-6}}, "Close matches: learning_rate"),
+        ({"overrides": {"loss_type": "nonsense"}}, "loss_type='nonsense' is not handled"),
+        ({"overrides": {"per_device_train_batch_size": 3, "gradient_accumulation_steps": 1}}, "not divisible"),
+        ({"variant": "grpo_plus_plus"}, "Unknown variant 'grpo_plus_plus'"),
+        ({"symptoms": ["sadness"]}, "Unknown symptom 'sadness'"),
+        ({"model": ModelSpec(name="acme/mystery-7b")}, "Unknown model 'acme/mystery-7b'"),
+        ({"rewards": [RewardSpec(name="format", role="format")]}, "No reward checks correctness"),
+        ({"method": "qlora", "hardware": HardwareSpec(accelerator="cpu")}, "QLoRA needs a CUDA GPU"),
+        ({"overrides": {"reward_weights": [1.0]}}, "reward_weights has 1 entries for 2 rewards"),
+    ],
+)
+def test_bad_requests_say_what_to_send(changes, expected):
+    with pytest.raises(SkillError) as caught:
+        emit_grpo_config(request(**changes))
+    assert expected in str(caught.value)
+    assert caught.value.fix, "every refusal says what to send instead"
+
+
+def test_divisibility_uses_the_targets_world_size():
+    # 3 GPUs: one serves vLLM, two train. 4 per device x 2 processes x 1 step = 8 is a whole group;
+    # on the current single process it would also pass, so only the target's world size can fail it.
+    ok = emit_grpo_config(
+        request(
+            hardware=HardwareSpec(gpu_model="H100", gpus_per_node=3),
+            overrides={"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1},
+        )
+    )
+    assert ok.launch.training_processes == 2
+    with pytest.raises(SkillError, match="2 training processes"):
+        emit_grpo_config(
+            request(
+                hardware=HardwareSpec(gpu_model="H100", gpus_per_node=3),
+                overrides={
+                    "per_device_train_batch_size": 4,
+                    "gradient_accumulation_steps": 1,
+                    "generation_batch_size": 12,
+                },
+            )
+        )
+
+
+@pytest.mark.parametrize(
+    "hardware",
+    [
+        {"gpu_model": "H100", "nodes": 0},
+        {"gpu_model": "H100", "gpus_per_node": 0},
+        {"gpu_model": "QuantumChip 9000"},
+        {"memory_gib_per_gpu": 4096},
+        {},
+    ],
+)
+def test_impossible_hardware_is_refused(hardware):
+    with pytest.raises(ValueError, match="Send"):
+        HardwareSpec(**hardware)
+
+
+def test_enumerations_come_from_the_installed_trainer():
+    choices = supported_choices()
+    assert {"grpo", "dr_grpo", "dapo", "bnpo"} <= set(choices["loss_type"])
+    assert set(choices["scale_rewards"]) == {"group", "batch", "none"}
+    assert set(choices["importance_sampling_level"]) == {"token", "sequence"}
+    assert set(choices["multi_objective_aggregation"]) == {"sum_then_normalize", "normalize_then_sum"}
+
+
+def test_local_model_is_sized_from_its_config(tiny_model_dir):
+    recipe = emit_grpo_config(
+        request(model=ModelSpec(name=str(tiny_model_dir)), hardware=HardwareSpec(accelerator="cpu"))
+    )
+    assert 0.001 < recipe.model.parameters_billions < 0.01
