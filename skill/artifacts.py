@@ -1,0 +1,134 @@
+"""Generated artefacts: ``schemas/*.json`` from the Pydantic contracts, and the generated blocks of
+``references/*.md`` from the code that owns their content.
+
+``python -m skill.artifacts --write`` (``make generate``) rewrites them; a test fails when the
+committed files drift from what this module renders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.DOTALL)
+
+
+def _schema_models() -> dict[str, tuple[type[BaseModel], str]]:
+    from skill.emit import RecipeRequest
+    from skill.hardware import HardwareSpec
+    from skill.recipe import GRPORecipe
+    from skill.rewards.spec import RewardSpec
+    from skill.variants import Variant
+
+    return {
+        "recipe_request.json": (RecipeRequest, "validation"),
+        "grpo_recipe.json": (GRPORecipe, "serialization"),
+        "reward_spec.json": (RewardSpec, "validation"),
+        "hardware_spec.json": (HardwareSpec, "validation"),
+        "variant.json": (Variant, "serialization"),
+    }
+
+
+def render_schemas() -> dict[str, str]:
+    """File name -> JSON Schema text for every contract."""
+    rendered = {}
+    for name, (model, mode) in _schema_models().items():
+        schema = model.model_json_schema(mode=mode)
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        rendered[name] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return rendered
+
+
+def _variants_table() -> str:
+    from skill.variants import VARIANTS
+
+    lines = ["| symptom | variant | config delta | other changes |", "|---|---|---|---|"]
+    for variant in VARIANTS:
+        deltas = "<br>".join(f"`{delta.describe()}`" for delta in variant.config)
+        other = "<br>".join(f"{item.kind}: {item.description}" for item in variant.other) or "-"
+        for symptom in variant.symptoms:
+            lines.append(f"| `{symptom}` | {variant.name} | {deltas} | {other} |")
+    return "\n".join(lines) + "\n"
+
+
+def _variants_detail() -> str:
+    from skill.variants import VARIANTS
+
+    parts = []
+    for variant in sorted(VARIANTS, key=lambda item: -item.precedence):
+        parts.append(
+            f"### {variant.name}: {variant.title}\n\n{variant.why}\n\n"
+            f"- precedence: {variant.precedence}\n- symptoms: {', '.join(f'`{s}`' for s in variant.symptoms)}\n"
+            f"- source: {variant.source}\n"
+        )
+    return "\n".join(parts)
+
+
+def _seed_table() -> str:
+    from skill.emit import SEED
+
+    lines = ["| GRPOConfig field | value | why |", "|---|---|---|"]
+    lines.extend(f"| `{field}` | `{value!r}` | {reason} |" for field, (value, reason) in SEED.items())
+    return "\n".join(lines) + "\n"
+
+
+GENERATED_BLOCKS: dict[str, Callable[[], str]] = {
+    "variants-table": _variants_table,
+    "variants-detail": _variants_detail,
+    "seed-recipe": _seed_table,
+}
+
+
+def render_reference(text: str) -> str:
+    """Replace every generated block in a reference file's text with freshly rendered content."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name not in GENERATED_BLOCKS:
+            raise KeyError(f"unknown generated block {name!r}; known: {sorted(GENERATED_BLOCKS)}")
+        return match.group(1) + GENERATED_BLOCKS[name]() + match.group(4)
+
+    return BLOCK.sub(replace, text)
+
+
+def expected_files(root: Path = REPOSITORY) -> dict[Path, str]:
+    """Every generated file (or file with generated blocks) and the text it should have."""
+    files = {root / "schemas" / name: text for name, text in render_schemas().items()}
+    for reference in sorted((root / "references").glob("*.md")):
+        current = reference.read_text()
+        if BLOCK.search(current):
+            files[reference] = render_reference(current)
+    return files
+
+
+def stale_files(root: Path = REPOSITORY) -> list[Path]:
+    """Generated files whose committed text differs from what the code renders."""
+    return [path for path, text in expected_files(root).items() if not path.is_file() or path.read_text() != text]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true", help="rewrite stale files (default: only list them)")
+    args = parser.parse_args(argv)
+    stale = stale_files()
+    if args.write:
+        for path, text in expected_files().items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.is_file() or path.read_text() != text:
+                path.write_text(text)
+                print(f"wrote {path.relative_to(REPOSITORY)}")
+        return 0
+    for path in stale:
+        print(f"stale: {path.relative_to(REPOSITORY)}")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
