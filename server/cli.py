@@ -108,7 +108,8 @@ def command_demo(args: argparse.Namespace) -> None:
     from skill.demo.pipeline import demo_recipe_request
     from skill.emit import emit_grpo_config
 
-    print("grpo-rlvr demo: the embedded SmolLM2-135M-Instruct learning 'What is a + b?' on this CPU.\n")
+    if args.output == "summary":
+        print("grpo-rlvr demo: the embedded SmolLM2-135M-Instruct learning 'What is a + b?' on this CPU.\n")
     recipe = emit_grpo_config(demo_recipe_request())
     _print_recipe(recipe, args.output)
 

