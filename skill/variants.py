@@ -66,6 +66,9 @@ class Variant(BaseModel):
     other: list[OtherDelta] = Field(default_factory=list)
 
 
+# DAPO's soft overlong punishment, as a reward spec for the project's length-penalty reward.
+SOFT_OVERLONG_REWARD = RewardSpec(name="length_penalty", role="shaping", weight=1.0, params={"mode": "soft_overlong"})
+
 VARIANTS: list[Variant] = [
     Variant(
         name="gspo",
@@ -130,7 +133,7 @@ VARIANTS: list[Variant] = [
                 kind="reward",
                 description="Add a soft overlong punishment: 0 up to max_completion_length minus a buffer, then "
                 "linearly down to -1 at max_completion_length.",
-                reward=RewardSpec(name="length_penalty", role="shaping", weight=1.0, params={"mode": "soft_overlong"}),
+                reward=SOFT_OVERLONG_REWARD,
             )
         ],
     ),
@@ -150,7 +153,7 @@ VARIANTS: list[Variant] = [
             OtherDelta(
                 kind="reward",
                 description="If answers should stay short, add a soft overlong punishment instead of more room.",
-                reward=RewardSpec(name="length_penalty", role="shaping", weight=1.0, params={"mode": "soft_overlong"}),
+                reward=SOFT_OVERLONG_REWARD,
             )
         ],
     ),
