@@ -1,6 +1,8 @@
-"""Known model sizes, and the size of a local model read from its config.json.
+"""Model shapes: a table of common GRPO targets, a local config.json, or explicit numbers.
 
-Parameter counts are the publishers' stated totals (model cards), in billions.
+The memory estimator works from the shape alone. Each table entry cites the public config.json it
+was copied from and the parameter count its publisher states; a test checks that the count
+computed from the shape is within 2% of the stated one.
 """
 
 from __future__ import annotations
@@ -8,84 +10,373 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pydantic import BaseModel, Field, model_validator
+
 from skill.errors import SkillError
 
-# Keys are lower-cased Hugging Face ids without the organisation.
-KNOWN_PARAMETERS_B: dict[str, float] = {
-    "smollm2-135m-instruct": 0.135,  # HuggingFaceTB/SmolLM2-135M-Instruct model card: 135M
-    "smollm2-135m": 0.135,
-    "qwen2.5-0.5b-instruct": 0.49,  # Qwen/Qwen2.5-0.5B model card: 0.49B
-    "qwen2.5-0.5b": 0.49,
-    "qwen2.5-1.5b-instruct": 1.54,  # Qwen/Qwen2.5-1.5B: 1.54B
-    "qwen2.5-1.5b": 1.54,
-    "qwen2.5-3b-instruct": 3.09,  # Qwen/Qwen2.5-3B: 3.09B
-    "qwen2.5-3b": 3.09,
-    "qwen2.5-7b-instruct": 7.61,  # Qwen/Qwen2.5-7B: 7.61B
-    "qwen2.5-7b": 7.61,
-    "qwen2.5-math-7b": 7.61,
-    "qwen2.5-14b-instruct": 14.7,  # Qwen/Qwen2.5-14B: 14.7B
-    "qwen2.5-14b": 14.7,
-    "qwen2.5-32b-instruct": 32.5,  # Qwen/Qwen2.5-32B: 32.5B
-    "qwen2.5-32b": 32.5,
-    "qwen3-0.6b": 0.6,  # Qwen/Qwen3-0.6B: 0.6B
-    "qwen3-1.7b": 1.7,  # Qwen/Qwen3-1.7B: 1.7B
-    "qwen3-4b": 4.0,  # Qwen/Qwen3-4B: 4.0B
-    "qwen3-8b": 8.2,  # Qwen/Qwen3-8B: 8.2B
-    "llama-3.2-1b-instruct": 1.24,  # meta-llama/Llama-3.2-1B: 1.23B
-    "llama-3.2-1b": 1.24,
-    "llama-3.2-3b-instruct": 3.21,  # meta-llama/Llama-3.2-3B: 3.21B
-    "llama-3.2-3b": 3.21,
-    "llama-3.1-8b-instruct": 8.03,  # meta-llama/Llama-3.1-8B: 8.03B
-    "llama-3.1-8b": 8.03,
-    "llama-3.1-70b-instruct": 70.6,  # meta-llama/Llama-3.1-70B: 70.6B
-    "llama-3.1-70b": 70.6,
-}
+
+class ModelShape(BaseModel):
+    """The dimensions of a dense decoder-only transformer (Llama / Qwen2 / Qwen3 family)."""
+
+    layers: int = Field(gt=0, description="num_hidden_layers")
+    hidden: int = Field(gt=0, description="hidden_size")
+    heads: int = Field(gt=0, description="num_attention_heads")
+    kv_heads: int = Field(gt=0, description="num_key_value_heads (grouped-query attention)")
+    head_dim: int = Field(gt=0, description="per-head dimension; Qwen3 sets it apart from hidden / heads")
+    ffn: int = Field(gt=0, description="intermediate_size of the gated MLP")
+    vocab: int = Field(gt=0, description="vocab_size")
+    tied_embeddings: bool = Field(description="tie_word_embeddings: the LM head reuses the input embedding")
+    attention_bias: bool = Field(default=False, description="q/k/v projections carry a bias (Qwen2 / Qwen2.5)")
+    qk_norm: bool = Field(default=False, description="RMSNorm on q and k per head (Qwen3)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelShape:
+        if self.heads % self.kv_heads:
+            raise ValueError(
+                f"heads={self.heads} is not a multiple of kv_heads={self.kv_heads}; "
+                "send the model's num_attention_heads and num_key_value_heads"
+            )
+        return self
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def linear_parameters_per_layer(self) -> int:
+        """Weights of the projections in one layer (what LoRA 'all-linear' adapts and NF4 quantizes)."""
+        attention = self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim + self.q_dim * self.hidden
+        return attention + 3 * self.hidden * self.ffn
+
+    def parameters(self) -> int:
+        """Exact parameter count of the architecture.
+
+        >>> SHAPES["smollm2-135m-instruct"].shape.parameters()
+        134515008
+        """
+        per_layer = self.linear_parameters_per_layer() + 2 * self.hidden
+        if self.attention_bias:
+            per_layer += self.q_dim + 2 * self.kv_dim
+        if self.qk_norm:
+            per_layer += 2 * self.head_dim
+        embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return self.layers * per_layer + embeddings + self.hidden
+
+
+class KnownModel(BaseModel):
+    """A table entry: the shape plus where it came from."""
+
+    hub_id: str
+    shape: ModelShape
+    stated_parameters_b: float = Field(description="The publisher's stated total, in billions.")
+    source: str = Field(description="Where the shape and the stated count come from.")
+
+
+def _model(hub_id: str, stated: float, source: str, **shape: int | bool) -> KnownModel:
+    return KnownModel(hub_id=hub_id, shape=ModelShape(**shape), stated_parameters_b=stated, source=source)
+
+
+_KNOWN = [
+    # HuggingFaceTB/SmolLM2-135M-Instruct config.json; model card: 135M parameters.
+    _model(
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        0.135,
+        "HF config.json; model card '135M'",
+        layers=30,
+        hidden=576,
+        heads=9,
+        kv_heads=3,
+        head_dim=64,
+        ffn=1536,
+        vocab=49152,
+        tied_embeddings=True,
+    ),
+    # Qwen/Qwen2.5-0.5B-Instruct config.json; model card: 0.49B.
+    _model(
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        0.49,
+        "HF config.json; model card 'Number of Parameters: 0.49B'",
+        layers=24,
+        hidden=896,
+        heads=14,
+        kv_heads=2,
+        head_dim=64,
+        ffn=4864,
+        vocab=151936,
+        tied_embeddings=True,
+        attention_bias=True,
+    ),
+    # Qwen/Qwen2.5-1.5B-Instruct config.json; model card: 1.54B.
+    _model(
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        1.54,
+        "HF config.json; model card '1.54B'",
+        layers=28,
+        hidden=1536,
+        heads=12,
+        kv_heads=2,
+        head_dim=128,
+        ffn=8960,
+        vocab=151936,
+        tied_embeddings=True,
+        attention_bias=True,
+    ),
+    # Qwen/Qwen2.5-3B-Instruct config.json; model card: 3.09B.
+    _model(
+        "Qwen/Qwen2.5-3B-Instruct",
+        3.09,
+        "HF config.json; model card '3.09B'",
+        layers=36,
+        hidden=2048,
+        heads=16,
+        kv_heads=2,
+        head_dim=128,
+        ffn=11008,
+        vocab=151936,
+        tied_embeddings=True,
+        attention_bias=True,
+    ),
+    # Qwen/Qwen2.5-7B-Instruct config.json; model card: 7.61B.
+    _model(
+        "Qwen/Qwen2.5-7B-Instruct",
+        7.61,
+        "HF config.json; model card '7.61B'",
+        layers=28,
+        hidden=3584,
+        heads=28,
+        kv_heads=4,
+        head_dim=128,
+        ffn=18944,
+        vocab=152064,
+        tied_embeddings=False,
+        attention_bias=True,
+    ),
+    # Qwen/Qwen2.5-14B-Instruct config.json; model card: 14.7B.
+    _model(
+        "Qwen/Qwen2.5-14B-Instruct",
+        14.7,
+        "HF config.json; model card '14.7B'",
+        layers=48,
+        hidden=5120,
+        heads=40,
+        kv_heads=8,
+        head_dim=128,
+        ffn=13824,
+        vocab=152064,
+        tied_embeddings=False,
+        attention_bias=True,
+    ),
+    # Qwen/Qwen2.5-32B-Instruct config.json; model card: 32.5B.
+    _model(
+        "Qwen/Qwen2.5-32B-Instruct",
+        32.5,
+        "HF config.json; model card '32.5B'",
+        layers=64,
+        hidden=5120,
+        heads=40,
+        kv_heads=8,
+        head_dim=128,
+        ffn=27648,
+        vocab=152064,
+        tied_embeddings=False,
+        attention_bias=True,
+    ),
+    # Qwen/Qwen3-0.6B config.json (head_dim 128 != 1024 / 16); model card: 0.6B.
+    _model(
+        "Qwen/Qwen3-0.6B",
+        0.6,
+        "HF config.json; model card 'Number of Parameters: 0.6B'",
+        layers=28,
+        hidden=1024,
+        heads=16,
+        kv_heads=8,
+        head_dim=128,
+        ffn=3072,
+        vocab=151936,
+        tied_embeddings=True,
+        qk_norm=True,
+    ),
+    # Qwen/Qwen3-1.7B config.json (head_dim 128 == 2048 / 16); model card: 1.7B.
+    _model(
+        "Qwen/Qwen3-1.7B",
+        1.7,
+        "HF config.json; model card 'Number of Parameters: 1.7B'",
+        layers=28,
+        hidden=2048,
+        heads=16,
+        kv_heads=8,
+        head_dim=128,
+        ffn=6144,
+        vocab=151936,
+        tied_embeddings=True,
+        qk_norm=True,
+    ),
+    # meta-llama/Llama-3.2-1B-Instruct config.json; model card: 1.23B.
+    _model(
+        "meta-llama/Llama-3.2-1B-Instruct",
+        1.23,
+        "HF config.json; model card '1.23B'",
+        layers=16,
+        hidden=2048,
+        heads=32,
+        kv_heads=8,
+        head_dim=64,
+        ffn=8192,
+        vocab=128256,
+        tied_embeddings=True,
+    ),
+    # meta-llama/Llama-3.2-3B-Instruct config.json; model card: 3.21B.
+    _model(
+        "meta-llama/Llama-3.2-3B-Instruct",
+        3.21,
+        "HF config.json; model card '3.21B'",
+        layers=28,
+        hidden=3072,
+        heads=24,
+        kv_heads=8,
+        head_dim=128,
+        ffn=8192,
+        vocab=128256,
+        tied_embeddings=True,
+    ),
+    # meta-llama/Llama-3.1-8B-Instruct config.json; model card: 8.03B.
+    _model(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        8.03,
+        "HF config.json; model card '8.03B'",
+        layers=32,
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        ffn=14336,
+        vocab=128256,
+        tied_embeddings=False,
+    ),
+    # meta-llama/Llama-3.1-70B-Instruct config.json; model card: 70.6B.
+    _model(
+        "meta-llama/Llama-3.1-70B-Instruct",
+        70.6,
+        "HF config.json; model card '70.6B'",
+        layers=80,
+        hidden=8192,
+        heads=64,
+        kv_heads=8,
+        head_dim=128,
+        ffn=28672,
+        vocab=128256,
+        tied_embeddings=False,
+    ),
+]
+
+
+def _key(model: str) -> str:
+    key = model.rsplit("/", 1)[-1].lower()
+    return key.removesuffix("-instruct")
+
+
+# Base and -Instruct checkpoints share a shape; both spellings resolve.
+SHAPES: dict[str, KnownModel] = {}
+for _entry in _KNOWN:
+    SHAPES[_key(_entry.hub_id)] = _entry
+    SHAPES[_key(_entry.hub_id) + "-instruct"] = _entry
+SHAPES["smollm2-135m-instruct"] = SHAPES["smollm2-135m"]
+
+
+def known_model(model: str) -> KnownModel | None:
+    """The table entry for a hub id (with or without organisation and '-Instruct'), or None.
+
+    >>> known_model("Qwen/Qwen2.5-7B").shape.kv_heads
+    4
+    >>> known_model("acme/mystery-model") is None
+    True
+    """
+    return SHAPES.get(model.rsplit("/", 1)[-1].lower())
 
 
 def known_parameters_b(model: str) -> float | None:
-    """The stated parameter count (billions) of a known model id, or None.
+    """The parameter count (billions, from the shape) of a known model id, or None.
 
-    >>> known_parameters_b("Qwen/Qwen2.5-7B-Instruct")
-    7.61
-    >>> known_parameters_b("acme/mystery-model") is None
-    True
+    >>> round(known_parameters_b("Qwen/Qwen2.5-7B-Instruct"), 2)
+    7.62
     """
-    return KNOWN_PARAMETERS_B.get(model.rsplit("/", 1)[-1].lower())
+    entry = known_model(model)
+    return entry.shape.parameters() / 1e9 if entry else None
 
 
-def parameters_from_config(config: dict) -> float:
-    """Approximate parameter count (billions) of a dense decoder from its config.json fields.
+def known_model_names() -> list[str]:
+    """Hub ids of the table, for error messages."""
+    return [entry.hub_id for entry in _KNOWN]
 
-    Counts embeddings (once when tied), attention with grouped KV heads, a gated MLP and norms.
 
-    >>> round(parameters_from_config({"vocab_size": 49152, "hidden_size": 576, "num_hidden_layers": 30,
+def shape_from_config(config: dict) -> ModelShape:
+    """Read a ModelShape from a Hugging Face config.json's fields.
+
+    >>> shape_from_config({"vocab_size": 49152, "hidden_size": 576, "num_hidden_layers": 30,
     ...     "num_attention_heads": 9, "num_key_value_heads": 3, "intermediate_size": 1536,
-    ...     "tie_word_embeddings": True}), 3)
-    0.135
+    ...     "tie_word_embeddings": True}).parameters()
+    134515008
     """
+    text_config = config.get("text_config") or config
     try:
-        vocab = int(config["vocab_size"])
-        hidden = int(config["hidden_size"])
-        layers = int(config["num_hidden_layers"])
-        heads = int(config["num_attention_heads"])
-        ffn = int(config["intermediate_size"])
-    except (KeyError, TypeError, ValueError) as exc:
+        heads = int(text_config["num_attention_heads"])
+        hidden = int(text_config["hidden_size"])
+        return ModelShape(
+            layers=int(text_config["num_hidden_layers"]),
+            hidden=hidden,
+            heads=heads,
+            kv_heads=int(text_config.get("num_key_value_heads") or heads),
+            head_dim=int(text_config.get("head_dim") or hidden // heads),
+            ffn=int(text_config["intermediate_size"]),
+            vocab=int(text_config["vocab_size"]),
+            tied_embeddings=bool(config.get("tie_word_embeddings", text_config.get("tie_word_embeddings", False))),
+            attention_bias=bool(text_config.get("attention_bias", text_config.get("model_type") == "qwen2")),
+            qk_norm=text_config.get("model_type") == "qwen3",
+        )
+    except KeyError as exc:
         raise SkillError(
-            f"config.json lacks a field needed to size the model ({exc}).",
-            "Send model.parameters_billions explicitly.",
+            f"config.json lacks {exc.args[0]!r}, needed to size the model.",
+            "Send model.parameters_billions or the shape numbers explicitly.",
         ) from None
-    kv_heads = int(config.get("num_key_value_heads") or heads)
-    head_dim = int(config.get("head_dim") or hidden // heads)
-    attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
-    mlp = 3 * hidden * ffn
-    per_layer = attention + mlp + 2 * hidden
-    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", False) else 2)
-    return (layers * per_layer + embeddings + hidden) / 1e9
 
 
-def parameters_from_local_dir(path: Path) -> float | None:
-    """Size a local model directory from its config.json, or None when there is no config.json."""
+def shape_from_local_dir(path: Path) -> ModelShape | None:
+    """The shape of a local model directory from its config.json, or None when it has none."""
     config_file = path / "config.json"
     if not config_file.is_file():
         return None
-    return parameters_from_config(json.loads(config_file.read_text()))
+    return shape_from_config(json.loads(config_file.read_text()))
+
+
+def parameters_from_local_dir(path: Path) -> float | None:
+    """Parameter count (billions) of a local model directory, or None without a config.json."""
+    shape = shape_from_local_dir(path)
+    return shape.parameters() / 1e9 if shape else None
+
+
+def resolve_shape(model: str) -> ModelShape:
+    """The shape of a model named by hub id, local directory or the embedded default's id.
+
+    >>> resolve_shape("embedded:SmolLM2-135M-Instruct").hidden
+    576
+    """
+    from skill.models import is_embedded
+
+    if is_embedded(model):
+        return SHAPES["smollm2-135m"].shape
+    entry = known_model(model)
+    if entry is not None:
+        return entry.shape
+    local = Path(model).expanduser()
+    if local.is_dir():
+        shape = shape_from_local_dir(local)
+        if shape is not None:
+            return shape
+    raise SkillError(
+        f"Unknown model {model!r}: its shape is not in the table and there is no local config.json.",
+        f"Send a local model directory (with config.json), the shape numbers (layers, hidden, heads, kv_heads, "
+        f"head_dim, ffn, vocab, tied_embeddings), or one of: {', '.join(known_model_names())}.",
+    )

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from skill.architectures import KNOWN_PARAMETERS_B, known_parameters_b, parameters_from_local_dir
+from skill.architectures import known_model_names, known_parameters_b, parameters_from_local_dir
 from skill.errors import SkillError
 from skill.hardware import HardwareSpec, plan_launch
 from skill.models import EMBEDDED_MODEL_ID, is_embedded
@@ -93,7 +93,7 @@ def _parameters_b(model: ModelSpec) -> float:
     raise SkillError(
         f"Unknown model {model.name!r} and no parameter count.",
         "Send model.parameters_billions, a local directory with config.json, "
-        f"'{EMBEDDED_MODEL_ID}', or a known model ({', '.join(sorted(KNOWN_PARAMETERS_B)[:6])}, ...).",
+        f"'{EMBEDDED_MODEL_ID}', or a known model ({', '.join(known_model_names())}).",
     )
 
 
@@ -158,6 +158,19 @@ def _apply_hardware(build: _Builder, hardware: HardwareSpec, parameters_b: float
         build.set("vllm_mode", "server", "hardware", "several GPUs: vLLM on its own GPU(s) via `trl vllm-serve`")
 
 
+def _apply_sequence_budget(build: _Builder, dataset: DatasetSpec) -> None:
+    if not build.trl.get("use_vllm"):
+        return
+    length = dataset.max_prompt_tokens + build.trl["max_completion_length"]
+    build.set(
+        "vllm_max_model_length",
+        length,
+        "hardware",
+        "longest prompt + completion: vLLM otherwise reserves KV cache for the model's full context and refuses "
+        "to start when one such sequence does not fit",
+    )
+
+
 def _apply_method(build: _Builder, method: str, hardware: HardwareSpec) -> PeftSpec | None:
     if method == "full":
         return None
@@ -220,10 +233,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     from skill.trl_contract import build_grpo_config, check_field_names, installed_versions
 
     if request.method == "auto":
-        raise SkillError(
-            "method='auto' needs the memory estimator, which this version does not have.",
-            "Send method 'full', 'lora' or 'qlora'.",
-        )
+        return _emit_auto(request)
     _check_rewards(request.rewards)
     parameters_b = _parameters_b(request.model)
     launch = plan_launch(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30)
@@ -253,6 +263,8 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     check_field_names(request.overrides)
     for field, value in request.overrides.items():
         build.set(field, value, "override", request.override_reasons.get(field, "set explicitly by the caller"))
+    if "vllm_max_model_length" not in request.overrides:
+        _apply_sequence_budget(build, request.dataset)
     if len(build.trl["reward_weights"]) != len(request.rewards):
         raise SkillError(
             f"reward_weights has {len(build.trl['reward_weights'])} entries for {len(request.rewards)} rewards.",
@@ -268,7 +280,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     )
     versions = installed_versions()
     validation = [f"Built a real trl.GRPOConfig with trl {versions['trl']}.", *notes]
-    return GRPORecipe(
+    recipe = GRPORecipe(
         model=request.model.model_copy(update={"parameters_billions": parameters_b}),
         method=request.method,
         peft=peft,
@@ -286,4 +298,54 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
             torch_version=versions["torch"],
             validation=validation,
         ),
+    )
+    _attach_memory_estimate(recipe)
+    return recipe
+
+
+def _attach_memory_estimate(recipe: GRPORecipe) -> None:
+    from skill.memory import estimate_memory
+
+    try:
+        estimate = estimate_memory(recipe.memory_request())
+    except SkillError as exc:
+        recipe.provenance.validation.append(f"Memory not estimated: {exc.problem}")
+        return
+    recipe.provenance.memory_estimate = estimate.model_dump(mode="json")
+    verdict = "fits" if estimate.fits else "does NOT fit"
+    line = f"Memory: peak {estimate.peak_gib:.1f} GiB of {estimate.capacity_gib:.1f} GiB per device: {verdict}."
+    if not estimate.fits:
+        fixes = [f"{remedy.name} ({remedy.peak_gib:.1f} GiB)" for remedy in estimate.remedies if remedy.fits]
+        line += " Remedies that fit: " + (", ".join(fixes) or "none on this hardware") + "."
+    recipe.provenance.validation.append(line)
+
+
+def _emit_auto(request: RecipeRequest) -> GRPORecipe:
+    """Pick the cheapest method whose memory estimate fits: full, then LoRA, then QLoRA (GPU only)."""
+    methods = ["full", "lora"] + (["qlora"] if request.hardware.accelerator == "gpu" else [])
+    tried = []
+    for method in methods:
+        recipe = emit_grpo_config(request.model_copy(update={"method": method}))
+        estimate = recipe.provenance.memory_estimate
+        if estimate is None:
+            raise SkillError(
+                f"method='auto' needs the model's shape to estimate memory, and {request.model.name!r} has none.",
+                "Send method 'full', 'lora' or 'qlora', or a known model / local directory with config.json.",
+            )
+        if estimate["fits"]:
+            recipe.reasons.append(
+                RecipeReason(
+                    field="method",
+                    value=method,
+                    source="method",
+                    reason=f"method='auto': {method} is the cheapest that fits ({estimate['peak_gib']:.1f} of "
+                    f"{estimate['capacity_gib']:.1f} GiB)" + (f"; did not fit: {', '.join(tried)}" if tried else ""),
+                )
+            )
+            return recipe
+        tried.append(f"{method} {estimate['peak_gib']:.1f} GiB")
+    raise SkillError(
+        f"No method fits {request.hardware.gpu_model or 'this device'} "
+        f"({estimate['capacity_gib']:.1f} GiB): {', '.join(tried)}.",
+        "Send more GPUs or larger ones (see estimate_memory's remedies), or a smaller model.",
     )

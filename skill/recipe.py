@@ -41,6 +41,11 @@ class DatasetSpec(BaseModel):
     split: str = Field(default="train", description="Split to train on.")
     prompt_column: str = Field(default="prompt", description="Column holding the prompt (text or chat messages).")
     columns: list[str] = Field(default_factory=list, description="Other columns the rewards read (e.g. 'answer').")
+    max_prompt_tokens: int = Field(
+        default=512,
+        gt=0,
+        description="Longest prompt in tokens; sizes memory. TRL 1.16 does not truncate prompts.",
+    )
 
 
 class PeftSpec(BaseModel):
@@ -115,6 +120,33 @@ class GRPORecipe(BaseModel):
             target_world_size=self.launch.training_processes,
         )
         return config
+
+    def memory_request(self) -> Any:
+        """The MemoryRequest this recipe implies: every memory-relevant value as the recipe sets it."""
+        from skill.architectures import resolve_shape
+        from skill.memory import MemoryRequest
+
+        trl = self.trl
+        dtype = (trl.get("model_init_kwargs") or {}).get("dtype", "float32")  # TRL's default load dtype
+        return MemoryRequest(
+            shape=resolve_shape(self.model.name),
+            hardware=self.hardware,
+            method=self.method,
+            dtype=dtype,
+            lora_r=self.peft.r if self.peft else 16,
+            optimizer="adamw_8bit" if "8bit" in str(trl.get("optim", "")) else "adamw",
+            beta=trl.get("beta", 0.0),
+            per_device_train_batch_size=trl["per_device_train_batch_size"],
+            steps_per_generation=trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps", 1),
+            prompt_length=self.dataset.max_prompt_tokens,
+            completion_length=trl.get("max_completion_length", 256),
+            activation_checkpointing=bool(trl.get("activation_checkpointing", trl.get("gradient_checkpointing"))),
+            use_vllm=bool(trl.get("use_vllm", False)),
+            vllm_mode=trl.get("vllm_mode", "colocate"),
+            vllm_gpu_memory_utilization=trl.get("vllm_gpu_memory_utilization", 0.3),
+            vllm_enable_sleep_mode=bool(trl.get("vllm_enable_sleep_mode", False)),
+            training_processes=self.launch.training_processes,
+        )
 
     def to_script(self) -> str:
         """A runnable Python script (GRPOConfig + GRPOTrainer) for the target machine."""

@@ -123,7 +123,15 @@ def test_overrides_win_and_are_recorded():
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({"method": "auto"}, "method='auto'"),
+        ({"method": "auto", "model": ModelSpec(name="acme/x", parameters_billions=3)}, "needs the model's shape"),
+        (
+            {
+                "method": "auto",
+                "model": ModelSpec(name="meta-llama/Llama-3.1-70B"),
+                "hardware": HardwareSpec(gpu_model="L4"),
+            },
+            "No method fits",
+        ),
         ({"overrides": {"num_generations": 4}}, "num_generations=4 is below the floor of 8"),
         ({"overrides": {"max_prompt_length": 512}}, "no longer truncates prompts"),
         ({"overrides": {"learning_rat": 1e-6}}, "Close matches: learning_rate"),
@@ -195,3 +203,29 @@ def test_local_model_is_sized_from_its_config(tiny_model_dir):
         request(model=ModelSpec(name=str(tiny_model_dir)), hardware=HardwareSpec(accelerator="cpu"))
     )
     assert 0.001 < recipe.model.parameters_billions < 0.01
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "overrides", "method"),
+    [
+        ("Qwen/Qwen2.5-0.5B-Instruct", "H100", {}, "full"),
+        ("Qwen/Qwen2.5-3B-Instruct", "L4", {}, "lora"),
+        ("Qwen/Qwen2.5-14B-Instruct", "L4", {"use_vllm": False}, "qlora"),
+    ],
+)
+def test_auto_picks_the_cheapest_method_that_fits(model, gpu, overrides, method):
+    recipe = emit_grpo_config(
+        request(model=ModelSpec(name=model), hardware=HardwareSpec(gpu_model=gpu), method="auto", overrides=overrides)
+    )
+    assert recipe.method == method
+    assert recipe.provenance.memory_estimate["fits"] is True
+    reason = next(r for r in recipe.reasons if r.field == "method")
+    assert "cheapest that fits" in reason.reason
+
+
+def test_recipe_carries_its_memory_estimate_following_its_own_dtype():
+    recipe = emit_grpo_config(request())
+    estimate = recipe.provenance.memory_estimate
+    # 1.54B parameters in bf16 as the recipe's model_init_kwargs say: ~2.9 GiB, not float32's ~5.8.
+    assert 2.7 < estimate["components"]["weights"] < 3.0
+    assert any(line.startswith("Memory: peak") for line in recipe.provenance.validation)
