@@ -43,21 +43,32 @@ def _parse_reward(text: str) -> dict[str, Any]:
     return spec
 
 
-def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    if args.request:
-        text = sys.stdin.read() if args.request == "-" else Path(args.request).read_text()
-        try:
-            request = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SkillError(f"--request is not valid JSON ({exc}).", "Send a RecipeRequest as JSON.") from None
-        if not isinstance(request, dict):
-            raise SkillError("--request must be a JSON object.", "Send a RecipeRequest as JSON.")
-    else:
-        request = {}
-    if args.model:
-        request.setdefault("model", {})["name"] = args.model
-    if args.parameters_b is not None:
-        request.setdefault("model", {})["parameters_billions"] = args.parameters_b
+def _read_request(args: argparse.Namespace, contract: str) -> dict[str, Any]:
+    """The JSON request of --request (a file, or - for stdin), or an empty one."""
+    if not args.request:
+        return {}
+    text = sys.stdin.read() if args.request == "-" else Path(args.request).read_text()
+    try:
+        request = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SkillError(f"--request is not valid JSON ({exc}).", f"Send a {contract} as JSON.") from None
+    if not isinstance(request, dict):
+        raise SkillError("--request must be a JSON object.", f"Send a {contract} as JSON.")
+    return request
+
+
+def _add_hardware_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--request", help="request JSON file, or - for stdin; flags override it")
+    parser.add_argument("--cpu", action="store_true", help="target this machine's CPU")
+    parser.add_argument("--gpu", help="GPU model, e.g. H100, A100-40GB, L4, T4")
+    parser.add_argument("--gpus-per-node", type=int)
+    parser.add_argument("--nodes", type=int)
+    parser.add_argument("--memory-gib-per-gpu", type=float, help="memory per GPU (on CPU: RAM) in GiB")
+    parser.add_argument("--method", choices=["full", "lora", "qlora", "auto"])
+    parser.add_argument("--output", choices=["summary", "json", "script"], default="summary")
+
+
+def _apply_hardware_flags(args: argparse.Namespace, request: dict[str, Any]) -> None:
     hardware = request.setdefault("hardware", {})
     if args.cpu:
         hardware["accelerator"] = "cpu"
@@ -66,6 +77,17 @@ def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
     for key in ("gpus_per_node", "nodes", "memory_gib_per_gpu"):
         if getattr(args, key) is not None:
             hardware[key] = getattr(args, key)
+    if args.method:
+        request["method"] = args.method
+
+
+def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    request = _read_request(args, "RecipeRequest")
+    if args.model:
+        request.setdefault("model", {})["name"] = args.model
+    if args.parameters_b is not None:
+        request.setdefault("model", {})["parameters_billions"] = args.parameters_b
+    _apply_hardware_flags(args, request)
     if args.method:
         request["method"] = args.method
     if args.reward:
@@ -104,6 +126,33 @@ def command_config(args: argparse.Namespace) -> None:
     _print_recipe(emit_grpo_config(request), args.output)
 
 
+def command_memory(args: argparse.Namespace) -> None:
+    from skill.memory import MemoryRequest, estimate_memory
+
+    request = _read_request(args, "MemoryRequest")
+    _apply_hardware_flags(args, request)
+    if request.get("method") == "auto":
+        raise SkillError("estimate_memory compares methods itself (see its remedies).", "Send full, lora or qlora.")
+    flags = {
+        "model": args.model,
+        "per_device_train_batch_size": args.batch,
+        "prompt_length": args.prompt_length,
+        "completion_length": args.completion_length,
+        "beta": args.beta,
+        "vllm_gpu_memory_utilization": args.vllm_share,
+        "sharding": args.sharding,
+    }
+    request.update({key: value for key, value in flags.items() if value is not None})
+    if args.no_checkpointing:
+        request["activation_checkpointing"] = False
+    if args.no_vllm:
+        request["use_vllm"] = False
+    if args.sleep_mode:
+        request["vllm_enable_sleep_mode"] = True
+    estimate = estimate_memory(MemoryRequest.model_validate(request))
+    print(estimate.model_dump_json(indent=2) if args.output == "json" else estimate.summary())
+
+
 def command_demo(args: argparse.Namespace) -> None:
     from skill.demo.pipeline import demo_recipe_request
     from skill.emit import emit_grpo_config
@@ -126,15 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     config = commands.add_parser("config", help="emit a validated GRPO recipe (emit_grpo_config)")
-    config.add_argument("--request", help="RecipeRequest JSON file, or - for stdin; flags below override it")
+    _add_hardware_flags(config)
     config.add_argument("--model", help="HF id, local directory, or embedded:SmolLM2-135M-Instruct")
     config.add_argument("--parameters-b", type=float, help="parameter count in billions (unknown models)")
-    config.add_argument("--cpu", action="store_true", help="target this machine's CPU")
-    config.add_argument("--gpu", help="GPU model, e.g. H100, A100-40GB, L4, T4")
-    config.add_argument("--gpus-per-node", type=int)
-    config.add_argument("--nodes", type=int)
-    config.add_argument("--memory-gib-per-gpu", type=float)
-    config.add_argument("--method", choices=["full", "lora", "qlora", "auto"])
     config.add_argument("--reward", action="append", help="NAME,ROLE[,WEIGHT]; repeat for each reward")
     config.add_argument("--dataset", help="dataset id or local file")
     config.add_argument("--column", action="append", help="a dataset column the rewards read; repeatable")
@@ -142,8 +185,21 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--symptom", action="append", help="observed symptom; repeatable")
     config.add_argument("--max-steps", type=int)
     config.add_argument("--set", action="append", help="GRPOConfig override FIELD=VALUE; repeatable")
-    config.add_argument("--output", choices=["summary", "json", "script"], default="summary")
     config.set_defaults(handler=command_config)
+
+    memory = commands.add_parser("memory", help="estimate GRPO memory per GPU or in CPU RAM (estimate_memory)")
+    _add_hardware_flags(memory)
+    memory.add_argument("--model", help="HF id, local directory with config.json, or embedded:SmolLM2-135M-Instruct")
+    memory.add_argument("--batch", type=int, help="per_device_train_batch_size")
+    memory.add_argument("--prompt-length", type=int, help="longest prompt in tokens")
+    memory.add_argument("--completion-length", type=int, help="max_completion_length")
+    memory.add_argument("--beta", type=float)
+    memory.add_argument("--vllm-share", type=float, help="vllm_gpu_memory_utilization")
+    memory.add_argument("--sharding", choices=["none", "zero2", "zero3", "fsdp"])
+    memory.add_argument("--no-checkpointing", action="store_true")
+    memory.add_argument("--no-vllm", action="store_true")
+    memory.add_argument("--sleep-mode", action="store_true", help="vllm_enable_sleep_mode")
+    memory.set_defaults(handler=command_memory)
 
     demo = commands.add_parser("demo", help="the main flow on the embedded SmolLM2 and its addition task")
     demo.add_argument("--output", choices=["summary", "json", "script"], default="summary")

@@ -17,6 +17,7 @@ from mcp.types import ToolAnnotations
 
 from skill.emit import RecipeRequest, emit_grpo_config
 from skill.errors import SkillError, pydantic_error_message
+from skill.memory import MemoryEstimate, MemoryRequest, estimate_memory
 from skill.recipe import GRPORecipe
 
 logger = logging.getLogger("grpo_rlvr.server")
@@ -64,6 +65,24 @@ def build_server() -> MCPServer:
         dataset; optionally a variant name or observed symptoms (e.g. 'length_growth_without_accuracy') and explicit
         GRPOConfig overrides. Returns the recipe; run it with run_grpo or render it as a script with the CLI."""
         return emit_grpo_config(request)
+
+    @server.tool(
+        name="estimate_memory",
+        title="Estimate GRPO memory per GPU",
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    @_as_tool_errors
+    def estimate_memory_tool(request: MemoryRequest) -> MemoryEstimate:
+        """Estimate the per-GPU (or CPU RAM) memory of a whole GRPO setup before renting hardware: weights,
+        gradients, optimizer states, reference model, activations, the log-prob computation, colocated vLLM and
+        overhead; the peak in the training step and in generation; whether it fits; and remedies ranked by cost
+        (checkpointing, vLLM sleep mode or share, smaller micro-batch, 8-bit Adam, LoRA, QLoRA, ZeRO-3, more GPUs),
+        each with the peak it would give. Send the model (hub id, local directory with config.json, or explicit
+        shape numbers), the hardware and the training settings. emit_grpo_config already attaches this estimate to
+        a recipe; call this tool to compare options."""
+        return estimate_memory(request)
 
     return server
 

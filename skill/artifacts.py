@@ -23,6 +23,7 @@ BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[\w-]+) -->\n)(?P<body>.*?)
 def _schema_models() -> dict[str, tuple[type[BaseModel], str]]:
     from skill.emit import RecipeRequest
     from skill.hardware import HardwareSpec
+    from skill.memory import MemoryEstimate, MemoryRequest
     from skill.recipe import GRPORecipe
     from skill.rewards.spec import RewardSpec
     from skill.variants import Variant
@@ -33,6 +34,8 @@ def _schema_models() -> dict[str, tuple[type[BaseModel], str]]:
         "reward_spec.json": (RewardSpec, "validation"),
         "hardware_spec.json": (HardwareSpec, "validation"),
         "variant.json": (Variant, "serialization"),
+        "memory_request.json": (MemoryRequest, "validation"),
+        "memory_estimate.json": (MemoryEstimate, "serialization"),
     }
 
 
@@ -79,7 +82,19 @@ def _seed_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _memory_block(name: str) -> Callable[[], str]:
+    def render() -> str:
+        from skill import memory_tables
+
+        return getattr(memory_tables, name)()
+
+    return render
+
+
 GENERATED_BLOCKS: dict[str, Callable[[], str]] = {
+    "memory-colocated": _memory_block("colocated_table"),
+    "memory-server": _memory_block("server_table"),
+    "memory-published": _memory_block("published_comparison"),
     "variants-table": _variants_table,
     "variants-detail": _variants_detail,
     "seed-recipe": _seed_table,

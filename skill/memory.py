@@ -119,6 +119,23 @@ class MemoryEstimate(BaseModel):
     remedies: list[Remedy] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
 
+    def summary(self) -> str:
+        """A few human-readable lines: the components, the verdict, the remedies."""
+        device = "GPU" if self.target == "gpu" else "CPU RAM"
+        lines = [
+            f"GRPO memory per {device}: peak {self.peak_gib:.2f} GiB of {self.capacity_gib:.1f} GiB "
+            f"({'fits' if self.fits else 'does NOT fit'}; headroom {self.headroom_gib:.2f} GiB)",
+            f"  parameters {self.parameters_b:.3f}B, trainable {self.trainable_parameters_b:.4f}B",
+            f"  training step {self.peak_train_gib:.2f} GiB, generation {self.peak_generate_gib:.2f} GiB",
+        ]
+        lines.extend(f"  {name:20s} {value:8.3f} GiB" for name, value in self.components.model_dump().items())
+        lines.extend(f"  warning: {warning}" for warning in self.warnings)
+        for remedy in self.remedies:
+            verdict = "fits" if remedy.fits else "still too big"
+            lines.append(f"  remedy {remedy.name}: {remedy.peak_gib:.2f} GiB ({verdict}); cost: {remedy.cost}")
+        lines.extend(f"  assumes: {assumption}" for assumption in self.assumptions)
+        return "\n".join(lines)
+
 
 def lora_parameters(shape: ModelShape, r: int, targets: str) -> int:
     """Adapter parameters: r x (in + out) for each adapted projection.
@@ -184,6 +201,15 @@ def logprob_peak_bytes(shape: ModelShape, tokens: int, compute_bytes: int, head_
     tile_bytes = tile * compute_bytes + (0 if triton else LOGPROB_TORCH_TEMPORARIES * tile * 4)
     backward_accumulators = tokens * shape.hidden * 4 + (shape.vocab * shape.hidden * 4 if head_trains else 0)
     return tile_bytes + backward_accumulators
+
+
+def full_logits_bytes(sequences: int, tokens: int, vocab: int, dtype_bytes: int = 4) -> float:
+    """The batch x tokens x vocab logits older TRL versions materialised; kept only to explain published numbers.
+
+    >>> round(full_logits_bytes(8, 20480, 128256) / 2**30, 1)
+    78.3
+    """
+    return sequences * tokens * vocab * dtype_bytes
 
 
 def kv_cache_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> int:

@@ -1,0 +1,228 @@
+"""estimate_memory: shapes, components by method and setting, verdicts, remedies, and the two faces."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+from mcp import Client
+
+from skill.architectures import _KNOWN, ModelShape, resolve_shape
+from skill.errors import SkillError
+from skill.hardware import HardwareSpec
+from skill.memory import MemoryRequest, estimate_memory, lora_parameters
+
+H100 = HardwareSpec(gpu_model="H100")
+
+
+def estimate(**fields):
+    fields.setdefault("hardware", H100)
+    return estimate_memory(MemoryRequest(**fields))
+
+
+@pytest.mark.parametrize("entry", _KNOWN, ids=lambda entry: entry.hub_id)
+def test_shape_parameter_count_matches_the_publisher_within_2_percent(entry):
+    computed = entry.shape.parameters() / 1e9
+    assert abs(computed - entry.stated_parameters_b) / entry.stated_parameters_b < 0.02, entry.source
+
+
+def test_qwen3_head_dim_differs_from_hidden_over_heads():
+    shape = resolve_shape("Qwen/Qwen3-0.6B")
+    assert shape.head_dim == 128 and shape.hidden // shape.heads == 64
+
+
+def test_local_config_json_gives_the_exact_shape(tiny_model_dir):
+    import torch  # noqa: F401  (the model's own count is the ground truth)
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert resolve_shape(str(tiny_model_dir)).parameters() == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {
+                "layers": 2,
+                "hidden": 64,
+                "heads": 3,
+                "kv_heads": 2,
+                "head_dim": 16,
+                "ffn": 64,
+                "vocab": 100,
+                "tied_embeddings": True,
+            },
+            "not a multiple of kv_heads",
+        ),
+        (
+            {
+                "layers": 0,
+                "hidden": 64,
+                "heads": 4,
+                "kv_heads": 2,
+                "head_dim": 16,
+                "ffn": 64,
+                "vocab": 100,
+                "tied_embeddings": True,
+            },
+            "greater than 0",
+        ),
+        (
+            {
+                "layers": 2,
+                "hidden": -64,
+                "heads": 4,
+                "kv_heads": 2,
+                "head_dim": 16,
+                "ffn": 64,
+                "vocab": 100,
+                "tied_embeddings": True,
+            },
+            "greater than 0",
+        ),
+    ],
+)
+def test_inconsistent_or_negative_shapes_are_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ModelShape(**fields)
+
+
+def test_unknown_model_lists_the_known_ones_and_the_alternatives():
+    with pytest.raises(SkillError) as caught:
+        estimate(model="acme/secret-9b")
+    text = str(caught.value)
+    assert "config.json" in text and "Qwen/Qwen2.5-7B-Instruct" in text and "shape numbers" in text
+
+
+def test_full_finetune_in_bf16_costs_weights_gradients_two_adam_states_and_a_reference():
+    result = estimate(model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16", use_vllm=False)
+    weights = result.components.weights
+    assert result.components.gradients == pytest.approx(weights)
+    assert result.components.optimizer == pytest.approx(2 * weights)
+    assert result.components.reference == pytest.approx(weights)
+
+
+def test_reference_model_disappears_with_beta_zero_or_peft():
+    assert estimate(model="Qwen/Qwen2.5-1.5B", beta=0.0).components.reference == 0
+    assert estimate(model="Qwen/Qwen2.5-1.5B", method="lora").components.reference == 0
+
+
+def test_lora_trains_only_adapters_and_qlora_shrinks_the_base():
+    shape = resolve_shape("Qwen/Qwen2.5-7B")
+    lora = estimate(model="Qwen/Qwen2.5-7B", method="lora")
+    qlora = estimate(model="Qwen/Qwen2.5-7B", method="qlora")
+    assert lora.trainable_parameters_b == pytest.approx(lora_parameters(shape, 16, "all-linear") / 1e9)
+    assert lora.components.gradients == pytest.approx(lora_parameters(shape, 16, "all-linear") * 4 / 2**30)
+    assert qlora.components.weights < 0.45 * lora.components.weights
+
+
+def test_the_dtype_followed_is_the_one_asked_for():
+    # TRL's own default (no model_init_kwargs dtype) is float32: twice the bytes of bf16.
+    fp32 = estimate(model="Qwen/Qwen2.5-0.5B", dtype="float32").components.weights
+    bf16 = estimate(model="Qwen/Qwen2.5-0.5B", dtype="bfloat16").components.weights
+    assert fp32 == pytest.approx(2 * bf16)
+
+
+def test_checkpointing_cuts_activations():
+    on = estimate(model="Qwen/Qwen2.5-3B", activation_checkpointing=True).components.activations
+    off = estimate(model="Qwen/Qwen2.5-3B", activation_checkpointing=False).components.activations
+    assert off > 5 * on
+
+
+def test_zero3_shards_weights_and_zero2_does_not():
+    node = HardwareSpec(gpu_model="H100", gpus_per_node=8)
+    single = estimate(model="Qwen/Qwen2.5-7B", hardware=node, training_processes=8, use_vllm=False)
+    zero2 = estimate(model="Qwen/Qwen2.5-7B", hardware=node, training_processes=8, use_vllm=False, sharding="zero2")
+    zero3 = estimate(model="Qwen/Qwen2.5-7B", hardware=node, training_processes=8, use_vllm=False, sharding="zero3")
+    assert zero2.components.weights == pytest.approx(single.components.weights)
+    assert zero2.components.optimizer == pytest.approx(single.components.optimizer / 8)
+    assert zero3.components.weights == pytest.approx(single.components.weights / 8)
+
+
+def test_colocated_vllm_takes_its_share_and_sleep_mode_returns_it_while_training():
+    awake = estimate(model="Qwen/Qwen2.5-0.5B", vllm_gpu_memory_utilization=0.3)
+    asleep = estimate(model="Qwen/Qwen2.5-0.5B", vllm_gpu_memory_utilization=0.3, vllm_enable_sleep_mode=True)
+    assert awake.components.vllm == pytest.approx(0.3 * H100.memory_gib_per_gpu)
+    assert asleep.peak_train_gib < awake.peak_train_gib - 0.25 * H100.memory_gib_per_gpu
+    assert awake.vllm_kv_cache_tokens > 100_000
+
+
+def test_a_vllm_share_too_small_for_the_weights_does_not_fit_whatever_the_total():
+    result = estimate(model="Qwen/Qwen2.5-7B", hardware=HardwareSpec(gpu_model="A100-40GB"), method="qlora")
+    assert not result.fits and "cannot hold" in result.warnings[0]
+    assert any(remedy.name == "generate_without_vllm" and remedy.fits for remedy in result.remedies)
+
+
+def test_gpu_smaller_than_the_weights_answers_does_not_fit_with_remedies():
+    result = estimate(model="meta-llama/Llama-3.1-70B", hardware=HardwareSpec(gpu_model="A100-40GB"), method="full")
+    assert result.fits is False and result.headroom_gib < 0
+    names = [remedy.name for remedy in result.remedies]
+    assert names.index("lora") < names.index("qlora")
+    more = next(remedy for remedy in result.remedies if remedy.name == "more_gpus")
+    assert more.fits is True and more.changes["gpus"] > 1
+
+
+def test_every_remedy_is_re_estimated_and_helps():
+    result = estimate(model="Qwen/Qwen2.5-7B", method="full", activation_checkpointing=False)
+    assert result.remedies
+    for remedy in result.remedies:
+        assert remedy.peak_gib < result.peak_gib, remedy.name
+
+
+def test_cpu_target_has_no_vllm_and_counts_the_generation_kv_cache():
+    result = estimate(
+        model="embedded:SmolLM2-135M-Instruct",
+        hardware=HardwareSpec(accelerator="cpu", memory_gib_per_gpu=24),
+        dtype="float32",
+    )
+    assert result.target == "cpu" and result.components.vllm == 0
+    assert result.components.generation_kv_cache > 0 and result.fits
+
+
+def test_mcp_tool_answers_with_a_structured_estimate_and_refuses_bad_shapes():
+    from server.mcp_server import build_server
+
+    async def go(arguments):
+        async with Client(build_server()) as client:
+            return await client.call_tool("estimate_memory", {"request": arguments})
+
+    good = asyncio.run(go({"model": "Qwen/Qwen2.5-7B-Instruct", "hardware": {"gpu_model": "H100"}, "method": "lora"}))
+    assert not good.is_error and good.structured_content["fits"] is True
+    bad = asyncio.run(
+        go(
+            {
+                "shape": {
+                    "layers": 2,
+                    "hidden": 64,
+                    "heads": 3,
+                    "kv_heads": 2,
+                    "head_dim": 16,
+                    "ffn": 64,
+                    "vocab": 10,
+                    "tied_embeddings": True,
+                },
+                "hardware": {"gpu_model": "H100"},
+            }
+        )
+    )
+    assert bad.is_error and "not a multiple of kv_heads" in bad.content[0].text
+    unknown = asyncio.run(go({"model": "acme/unknown", "hardware": {"gpu_model": "H100"}}))
+    assert unknown.is_error and "Unknown model 'acme/unknown'" in unknown.content[0].text
+
+
+def test_cli_memory_prints_json_and_exits_2_on_bad_input():
+    run = [sys.executable, "-m", "server.cli", "memory"]
+    ok = subprocess.run(
+        [*run, "--model", "Qwen/Qwen3-0.6B", "--gpu", "A100-80GB", "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["components"]["weights"] > 1
+    bad = subprocess.run([*run, "--model", "nope", "--gpu", "H100"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "Unknown model 'nope'" in bad.stderr and "Traceback" not in bad.stderr
