@@ -33,3 +33,4 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/startup.py
+	$(PY) bench/tool_latency.py

@@ -22,3 +22,9 @@ def test_startup_benchmark_measures_both_sides():
     result = load("startup").measure(repeats=1)
     assert result["import_mcp_median_s"] > 0 and result["serve_to_tools_list_median_s"] > 0
     assert result["ratio"] == pytest.approx(result["serve_to_tools_list_median_s"] / result["import_mcp_median_s"])
+
+
+def test_tool_latency_benchmark_reports_percentiles():
+    result = load("tool_latency").measure(repeats=3)
+    for figures in result.values():
+        assert 0 < figures["p50_ms"] <= figures["p95_ms"]
