@@ -35,9 +35,10 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 NF4_BYTES_PER_PARAMETER = 4.127 / 8  # 4-bit weights + double-quantized absmax per 64-block (QLoRA paper)
 LOGPROB_TOKEN_TILE = 4096  # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
 LOGPROB_VOCAB_TILE = 32768  # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
-# Float32 tile-sized temporaries alive at once in the torch fallback of the chunked log-prob
-# (no Triton: CPU and other devices); counted from _forward_tile / _backward_tile.
-LOGPROB_TORCH_TEMPORARIES = 4
+# Extra bytes per tile element in the torch fallback of the chunked log-prob's backward (no Triton:
+# CPU and other devices): seven float32 temporaries and one boolean mask alive at once, counted from
+# _backward_tile and confirmed by allocator measurement (the forward holds fewer).
+LOGPROB_TORCH_BYTES_PER_TILE_ELEMENT = 7 * 4 + 1
 CUDA_CONTEXT_GIB = 0.6  # typical CUDA context + cuBLAS workspace with torch 2.x; modelled
 ALLOCATOR_SLACK = 0.05  # caching allocator fragmentation on GPU, as a fraction of tensor memory; modelled
 VLLM_RUNTIME_GIB = 0.5  # vLLM's own activations and CUDA graphs inside its share; modelled
@@ -180,6 +181,17 @@ def saved_activation_bytes_per_token(shape: ModelShape, dtype_bytes: int, checkp
     return shape.layers * per_layer + norm_bytes
 
 
+def attention_mask_bytes(shape: ModelShape, sequences: int, sequence_length: int, dtype_bytes: int) -> float:
+    """With padding (GRPO batches always have it), SDPA gets a sequences x 1 x T x T additive mask,
+    and each layer keeps its own for backward.
+
+    >>> attention_mask_bytes(ModelShape(layers=2, hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=64,
+    ...     vocab=10, tied_embeddings=True), 8, 53, 4)
+    179776
+    """
+    return shape.layers * sequences * sequence_length**2 * dtype_bytes
+
+
 def recomputed_layer_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> float:
     """With checkpointing, one layer's full activations exist again while its backward runs."""
     full = saved_activation_bytes_per_token(shape, dtype_bytes, checkpointing=False)
@@ -189,16 +201,16 @@ def recomputed_layer_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> flo
 def logprob_peak_bytes(shape: ModelShape, tokens: int, compute_bytes: int, head_trains: bool, triton: bool) -> float:
     """Peak extra bytes of TRL's chunked fused LM-head log-prob (forward or backward, the larger).
 
-    One token-by-vocabulary tile in the compute dtype; without Triton, float32 temporaries of the
-    tile's size; in backward, float32 accumulators for the hidden-state gradient and, when the LM
-    head trains, for its weight gradient (vocab x hidden).
+    One token-by-vocabulary tile in the compute dtype; without Triton, the backward's float32
+    temporaries of the tile's size; float32 accumulators for the hidden-state gradient and, when the
+    LM head trains, for its weight gradient (vocab x hidden).
 
     >>> from skill.architectures import SHAPES
     >>> round(logprob_peak_bytes(SHAPES["qwen3-0.6b"].shape, 8 * 3072, 2, True, True) / 2**30, 2)
     0.92
     """
     tile = min(tokens, LOGPROB_TOKEN_TILE) * min(shape.vocab, LOGPROB_VOCAB_TILE)
-    tile_bytes = tile * compute_bytes + (0 if triton else LOGPROB_TORCH_TEMPORARIES * tile * 4)
+    tile_bytes = tile * (compute_bytes + (0 if triton else LOGPROB_TORCH_BYTES_PER_TILE_ELEMENT))
     backward_accumulators = tokens * shape.hidden * 4 + (shape.vocab * shape.hidden * 4 if head_trains else 0)
     return tile_bytes + backward_accumulators
 
@@ -262,8 +274,11 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
     sequence = request.prompt_length + request.completion_length
     tokens = request.per_device_train_batch_size * sequence
     activations = tokens * saved_activation_bytes_per_token(shape, b, request.activation_checkpointing)
+    mask = attention_mask_bytes(shape, request.per_device_train_batch_size, sequence, b)
     if request.activation_checkpointing:
-        activations += tokens * recomputed_layer_bytes_per_token(shape, b)
+        activations += tokens * recomputed_layer_bytes_per_token(shape, b) + mask / shape.layers
+    else:
+        activations += mask
     triton = (not on_cpu) if request.triton is None else request.triton
     logprob_tokens = request.per_device_train_batch_size * (request.completion_length if triton else sequence - 1)
     logprob = logprob_peak_bytes(shape, logprob_tokens, b, request.method == "full", triton)

@@ -55,7 +55,7 @@ def test_emit_returns_a_structured_recipe():
     [
         ({"overrides": {"num_generations": 4}}, "num_generations=4 is below the floor of 8"),
         ({"overrides": {"max_prompt_length": 512}}, "no longer truncates prompts"),
-        ({"method": "auto"}, "Send method 'full', 'lora' or 'qlora'"),
+        ({"method": "auto", "model": {"name": "acme/x", "parameters_billions": 3}}, "needs the model's shape"),
         ({"hardware": {"gpu_model": "H100", "nodes": 0}}, "nodes=0 is impossible"),
         ({"variant": "grpo_plus_plus"}, "Unknown variant 'grpo_plus_plus'"),
     ],
