@@ -34,3 +34,12 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/startup.py
 	$(PY) bench/tool_latency.py
+
+# Wheels and the tokenizer that scripts/device_check.sh needs on a GPU machine without trl/datasets.
+device-wheels: $(STAMP)
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+	  --platform manylinux2014_x86_64 -d wheels trl==1.16.0 datasets==5.2.0 dill multiprocess xxhash fsspec pyarrow pandas
+	$(PY) -m pip download --quiet --only-binary=:all: --python-version 3.12 \
+	  --platform manylinux2014_x86_64 -d wheels pydantic==2.14.4
+	$(PY) -c "import shutil; from skill.models import embedded_tokenizer_dir as t; \
+	  shutil.copytree(t(), '.device/tokenizer', dirs_exist_ok=True)"

@@ -28,3 +28,36 @@ def test_tool_latency_benchmark_reports_percentiles():
     result = load("tool_latency").measure(repeats=3)
     for figures in result.values():
         assert 0 < figures["p50_ms"] <= figures["p95_ms"]
+
+
+@pytest.mark.slow
+def test_gpu_memory_check_script_runs_its_flow_on_cpu(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from skill.models import embedded_tokenizer_dir
+
+    script = BENCH.parent / "scripts" / "gpu_memory_check.py"
+    output = tmp_path / "result.json"
+    command = [
+        sys.executable,
+        str(script),
+        "--device",
+        "cpu",
+        "--tiny",
+        "--tokenizer",
+        str(embedded_tokenizer_dir()),
+        "--work",
+        str(tmp_path / "work"),
+        "--output",
+        str(output),
+        "--only",
+        "full-ckpt-b4",
+        "lora-ckpt-b8",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=BENCH.parent)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(output.read_text())["rows"]
+    assert [row["configuration"]["name"] for row in rows] == ["full-ckpt-b4", "lora-ckpt-b8"]
+    assert all(row["estimated"]["peak_without_overhead_bytes"] > 0 for row in rows)
