@@ -1,8 +1,10 @@
-"""Build reward functions from RewardSpecs.
+"""Build reward functions from RewardSpecs: the project's registry, or allowed user functions.
 
-A spec names either a reward registered here (the project's library) or a user function
-``"module:function"``. Every function must follow TRL's reward contract
-``f(prompts, completions, completion_ids=None, **kwargs) -> list[float | None]``: TRL passes every
+A spec names a registered reward (the project's library) or a user function ``"module:function"``.
+User functions load only from an allowlist: the project's own reward modules plus the modules and
+directories the user configures (``GRPO_RLVR_REWARD_MODULES``: comma-separated module prefixes;
+``GRPO_RLVR_REWARD_PATHS``: directories whose files may define rewards). Every function must
+follow TRL's contract ``f(prompts, completions, completion_ids=None, **kwargs)``: TRL passes every
 dataset column plus ``trainer_state``, ``log_extra`` and ``log_metric`` as keywords, so a function
 without ``**kwargs`` would raise inside the trainer; it is refused here instead.
 """
@@ -10,17 +12,64 @@ without ``**kwargs`` would raise inside the trainer; it is refused here instead.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
+import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from skill.errors import SkillError
-from skill.rewards.spec import RewardSpec
+from skill.rewards.base import RewardFunction
+from skill.rewards.spec import RewardRole, RewardSpec
 
-RewardFunction = Callable[..., list[float | None]]
+ALLOWED_MODULES_ENV = "GRPO_RLVR_REWARD_MODULES"
+ALLOWED_PATHS_ENV = "GRPO_RLVR_REWARD_PATHS"
+PROJECT_REWARD_PACKAGE = "skill.rewards"
 
-# name -> builder(params) -> reward function. The project's reward library registers here.
-REGISTRY: dict[str, Callable[..., RewardFunction]] = {}
+
+@dataclass(frozen=True)
+class RegisteredReward:
+    """A reward of the project's library: how to build it and what it is for."""
+
+    name: str
+    build: Callable[..., RewardFunction]
+    roles: tuple[RewardRole, ...]
+    summary: str
+    params: dict[str, str] = field(default_factory=dict)
+
+
+REGISTRY: dict[str, RegisteredReward] = {}
+# Modules that register rewards when imported; imported on first use so the server starts fast.
+LIBRARY_MODULES = (
+    "skill.rewards.text",
+    "skill.rewards.structured",
+    "skill.rewards.length",
+    "skill.rewards.unit_tests",
+    "skill.rewards.judge",
+)
+
+
+def register(name: str, *, roles: tuple[RewardRole, ...], summary: str, params: dict[str, str] | None = None):
+    """Decorator: add a reward builder ``build(**params) -> RewardFunction`` to the registry."""
+
+    def decorate(build: Callable[..., RewardFunction]) -> Callable[..., RewardFunction]:
+        REGISTRY[name] = RegisteredReward(name=name, build=build, roles=roles, summary=summary, params=params or {})
+        return build
+
+    return decorate
+
+
+def load_library() -> dict[str, RegisteredReward]:
+    """Import every library module (each registers its rewards) and return the registry."""
+    for module in LIBRARY_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # a real missing dependency, not a module not written yet
+                raise
+    return REGISTRY
 
 
 def check_reward_signature(function: Callable[..., Any], label: str) -> None:
@@ -43,8 +92,30 @@ def check_reward_signature(function: Callable[..., Any], label: str) -> None:
         )
 
 
-def _load_user_function(name: str) -> RewardFunction:
+def _allowed(module_name: str) -> bool:
+    prefixes = [PROJECT_REWARD_PACKAGE]
+    prefixes += [item.strip() for item in os.environ.get(ALLOWED_MODULES_ENV, "").split(",") if item.strip()]
+    if any(module_name == prefix or module_name.startswith(prefix + ".") for prefix in prefixes):
+        return True
+    spec = importlib.util.find_spec(module_name.split(".")[0]) if module_name else None
+    if spec is None or spec.origin is None:
+        return False
+    origin = Path(spec.origin).resolve()
+    directories = [Path(item).resolve() for item in os.environ.get(ALLOWED_PATHS_ENV, "").split(os.pathsep) if item]
+    return any(origin.is_relative_to(directory) for directory in directories)
+
+
+def _load_user_function(name: str) -> Callable[..., Any]:
     module_name, function_name = name.split(":", 1)
+    try:
+        allowed = _allowed(module_name)
+    except (ImportError, ValueError):
+        allowed = False
+    if not allowed:
+        raise SkillError(
+            f"Reward module {module_name!r} is not on the allowlist.",
+            f"Add it to {ALLOWED_MODULES_ENV} (module prefixes) or its directory to {ALLOWED_PATHS_ENV}.",
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -55,22 +126,47 @@ def _load_user_function(name: str) -> RewardFunction:
     return function
 
 
-def build_reward_function(spec: RewardSpec) -> RewardFunction:
-    """The callable for one spec, with a ``__name__`` unique to it (TRL logs ``rewards/<__name__>/mean``)."""
+def build_reward_function(spec: RewardSpec) -> Callable[..., list[float | None]]:
+    """The callable for one spec. Registry rewards are named after the spec; user functions keep theirs."""
     if ":" in spec.name:
         function = _load_user_function(spec.name)
-    elif spec.name in REGISTRY:
-        function = REGISTRY[spec.name](**spec.params)
-    else:
-        available = ", ".join(sorted(REGISTRY)) or "none yet"
+        check_reward_signature(function, spec.name)
+        return function
+    registry = load_library()
+    if spec.name not in registry:
         raise SkillError(
-            f"Reward {spec.name!r} is not in the registry (available: {available}).",
-            "Send a registered name or a user function 'module:function'.",
+            f"Reward {spec.name!r} is not in the registry.",
+            f"Send one of: {', '.join(sorted(registry))}; or a user function 'module:function'.",
         )
-    check_reward_signature(function, spec.name)
+    entry = registry[spec.name]
+    if spec.role not in entry.roles:
+        raise SkillError(
+            f"Reward {spec.name!r} cannot play role {spec.role!r}.",
+            f"Send role {' or '.join(repr(role) for role in entry.roles)}.",
+        )
+    try:
+        function = entry.build(**spec.params)
+    except TypeError as exc:
+        raise SkillError(
+            f"Bad params for reward {spec.name!r}: {exc}.",
+            f"Its params: {', '.join(f'{k} ({v})' for k, v in entry.params.items()) or 'none'}.",
+        ) from None
+    function.__name__ = function.__qualname__ = spec.name
     return function
 
 
-def build_reward_functions(specs: list[RewardSpec]) -> list[RewardFunction]:
-    """The callables for a recipe's reward specs, in order."""
-    return [build_reward_function(spec) for spec in specs]
+def build_reward_functions(specs: list[RewardSpec]) -> list[Callable[..., list[float | None]]]:
+    """The callables for a recipe's reward specs, in order, each with a unique ``__name__``
+    (TRL logs ``rewards/<__name__>/mean``; two specs of one reward get ``name``, ``name_2``, ...)."""
+    functions = []
+    seen: dict[str, int] = {}
+    for spec in specs:
+        function = build_reward_function(spec)
+        base = getattr(function, "__name__", spec.name)
+        seen[base] = seen.get(base, 0) + 1
+        if seen[base] > 1:
+            if not isinstance(function, RewardFunction):
+                raise SkillError(f"User reward {spec.name!r} is listed twice.", "List each user function once.")
+            function.__name__ = f"{base}_{seen[base]}"
+        functions.append(function)
+    return functions
