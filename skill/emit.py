@@ -19,6 +19,7 @@ from skill.errors import SkillError
 from skill.hardware import HardwareSpec, plan_launch
 from skill.models import EMBEDDED_MODEL_ID, is_embedded
 from skill.recipe import DatasetSpec, GRPORecipe, ModelSpec, PeftSpec, Provenance, RecipeReason
+from skill.rewards.composite import check_composite
 from skill.rewards.spec import RewardSpec
 from skill.variants import apply_variants
 
@@ -182,6 +183,11 @@ def _apply_method(build: _Builder, method: str, hardware: HardwareSpec) -> PeftS
 
 
 def _check_rewards(rewards: list[RewardSpec]) -> None:
+    from skill.rewards.registry import registered_reward
+
+    for spec in rewards:
+        if ":" not in spec.name:  # user functions load (allowlisted) where the run starts
+            registered_reward(spec)
     if not rewards:
         raise SkillError("No reward specs were sent.", "Send at least one reward with role 'correctness'.")
     if not any(spec.role in ("correctness", "judge") for spec in rewards):
@@ -300,6 +306,8 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
         ),
     )
     _attach_memory_estimate(recipe)
+    composite = check_composite(request.rewards)
+    recipe.provenance.validation.extend(f"Composite rewards: {warning}" for warning in composite.warnings)
     return recipe
 
 

@@ -32,7 +32,12 @@ def demo_recipe_request() -> RecipeRequest:
         method="full",
         rewards=[
             RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),
-            RewardSpec(name="exact_match", role="correctness", weight=1.0, params={"answer_column": "answer"}),
+            RewardSpec(
+                name="exact_match",
+                role="correctness",
+                weight=1.0,
+                params={"extract": "last_number", "answer_column": "answer"},
+            ),
         ],
         dataset=DatasetSpec(name=DEMO_DATASET_ID, columns=["answer"]),
         overrides={

@@ -126,12 +126,8 @@ def _load_user_function(name: str) -> Callable[..., Any]:
     return function
 
 
-def build_reward_function(spec: RewardSpec) -> Callable[..., list[float | None]]:
-    """The callable for one spec. Registry rewards are named after the spec; user functions keep theirs."""
-    if ":" in spec.name:
-        function = _load_user_function(spec.name)
-        check_reward_signature(function, spec.name)
-        return function
+def registered_reward(spec: RewardSpec) -> RegisteredReward:
+    """The registry entry a spec names, refusing an unknown name or a role the reward cannot play."""
     registry = load_library()
     if spec.name not in registry:
         raise SkillError(
@@ -144,6 +140,16 @@ def build_reward_function(spec: RewardSpec) -> Callable[..., list[float | None]]
             f"Reward {spec.name!r} cannot play role {spec.role!r}.",
             f"Send role {' or '.join(repr(role) for role in entry.roles)}.",
         )
+    return entry
+
+
+def build_reward_function(spec: RewardSpec) -> Callable[..., list[float | None]]:
+    """The callable for one spec. Registry rewards are named after the spec; user functions keep theirs."""
+    if ":" in spec.name:
+        function = _load_user_function(spec.name)
+        check_reward_signature(function, spec.name)
+        return function
+    entry = registered_reward(spec)
     try:
         function = entry.build(**spec.params)
     except TypeError as exc:

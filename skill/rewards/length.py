@@ -1,0 +1,104 @@
+"""``length_penalty``: DAPO's soft overlong punishment or a target-length penalty, alone or wrapped
+around another reward.
+
+Lengths are token counts when TRL passes ``completion_ids``; otherwise characters / 4 (a documented
+approximation). The penalty is never positive and at most ``scale`` in size, so with a weight below
+the correctness reward's it can never make a wrong answer beat a right one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from skill.errors import SkillError
+from skill.rewards.base import RewardFunction
+from skill.rewards.registry import register
+from skill.rewards.spec import RewardSpec
+
+CHARS_PER_TOKEN = 4
+
+
+def soft_overlong_penalty(length: int, max_length: int, buffer: int) -> float:
+    """0 up to ``max_length - buffer`` tokens, then linearly down to -1 at ``max_length``, -1 beyond.
+
+    >>> [soft_overlong_penalty(n, 100, 20) for n in (50, 80, 90, 100, 150)]
+    [0.0, 0.0, -0.5, -1.0, -1.0]
+    """
+    free = max_length - buffer
+    if length <= free:
+        return 0.0
+    if length >= max_length:
+        return -1.0
+    return (free - length) / buffer
+
+
+def target_length_penalty(length: int, target: int, tolerance: float) -> float:
+    """0 within ``tolerance`` (a fraction) of ``target``; beyond it, minus the relative excess distance, down to -1.
+
+    >>> target_length_penalty(100, 100, 0.2), target_length_penalty(150, 100, 0.2), target_length_penalty(400, 100, 0.2)
+    (0.0, -0.3, -1.0)
+    """
+    excess = round(max(0.0, abs(length - target) / target - tolerance), 10)
+    return -min(1.0, excess) if excess else 0.0
+
+
+@register(
+    "length_penalty",
+    roles=("shaping",),
+    summary="A non-positive length penalty (DAPO soft overlong, or distance from a target length), alone or "
+    "added to a wrapped reward.",
+    params={
+        "mode": "soft_overlong (default) | target",
+        "max_length": "soft_overlong: max_completion_length in tokens (default 256)",
+        "buffer": "soft_overlong: tokens before max_length where the penalty ramps (default max_length // 4)",
+        "target": "target mode: the length aimed at, in tokens",
+        "tolerance": "target mode: free band as a fraction of target (default 0.2)",
+        "scale": "size of the largest penalty (default 1.0)",
+        "wrap": "optional reward spec {name, role, params}: the result is its score plus the penalty",
+    },
+)
+def build_length_penalty(
+    mode: str = "soft_overlong",
+    max_length: int = 256,
+    buffer: int | None = None,
+    target: int | None = None,
+    tolerance: float = 0.2,
+    scale: float = 1.0,
+    wrap: dict[str, Any] | None = None,
+) -> RewardFunction:
+    """Penalise length: ``scale`` x the soft-overlong or target-length penalty (both in [-1, 0]); with
+    ``wrap``, the wrapped reward's score plus that penalty (None when the wrapped reward gives None).
+
+    >>> reward = build_length_penalty(max_length=8, buffer=4)
+    >>> reward(["", ""], ["short", "x"], completion_ids=[[1, 2, 3], [1] * 7])
+    [0.0, -0.75]
+    """
+    if mode not in ("soft_overlong", "target"):
+        raise SkillError(f"Unknown length_penalty mode {mode!r}.", "Send 'soft_overlong' or 'target'.")
+    if mode == "target" and (target is None or target <= 0):
+        raise SkillError("length_penalty mode 'target' needs a positive target.", "Send params.target in tokens.")
+    ramp = buffer if buffer is not None else max(1, max_length // 4)
+    if not 0 < ramp <= max_length:
+        raise SkillError(f"buffer={ramp} must be in (0, max_length={max_length}].", "Send a smaller buffer.")
+    inner = None
+    if wrap is not None:
+        from skill.rewards.registry import build_reward_function
+
+        inner = build_reward_function(RewardSpec.model_validate({"role": "correctness", **wrap}))
+
+    def penalty(length: int) -> float:
+        if mode == "target":
+            return scale * target_length_penalty(length, target or 1, tolerance)
+        return scale * soft_overlong_penalty(length, max_length, ramp)
+
+    def batch_score(texts: list[str], rows: list[dict[str, Any]], ids: Sequence[Sequence[int]] | None) -> list[Any]:
+        lengths = [len(ids[i]) if ids is not None else len(text) // CHARS_PER_TOKEN for i, text in enumerate(texts)]
+        if inner is None:
+            return [penalty(length) for length in lengths]
+        columns = {key: [row.get(key) for row in rows] for key in rows[0]} if rows else {}
+        prompts = columns.pop("prompt", [""] * len(texts))
+        base = inner(prompts, texts, completion_ids=ids, **columns)
+        return [None if score is None else score + penalty(length) for score, length in zip(base, lengths, strict=True)]
+
+    return RewardFunction("length_penalty", batch_score=batch_score, doc=build_length_penalty.__doc__ or "")
