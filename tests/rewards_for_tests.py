@@ -25,3 +25,8 @@ def says_the_answer(prompts, completions, answer, **kwargs) -> list[float]:
         numbers = re.findall(r"-?\d+", _text(completion))
         scores.append(1.0 if numbers and numbers[-1] == str(expected) else 0.0)
     return scores
+
+
+def without_kwargs(prompts, completions):
+    """Breaks TRL's contract on purpose: no **kwargs."""
+    return [0.0 for _ in completions]

@@ -1,0 +1,280 @@
+"""The reward library: right, wrong, malformed, empty and adversarial completions for each reward;
+the registry's rules; and TRL's contract in a real GRPOTrainer step."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from skill.errors import SkillError
+from skill.rewards.composite import check_composite
+from skill.rewards.registry import build_reward_function, build_reward_functions, load_library
+from skill.rewards.spec import RewardSpec
+
+
+def reward(name: str, role: str = "correctness", **params):
+    return build_reward_function(RewardSpec(name=name, role=role, params=params))
+
+
+def scores(function, completions, **columns):
+    return function([""] * len(completions), completions, **columns)
+
+
+class TestFormat:
+    def test_number(self):
+        got = scores(reward("format", "format", pattern="number"), ["12", " -3.5\n", "12 apples", "", "1 2"])
+        assert got == [1.0, 1.0, 0.0, 0.0, 0.0]
+
+    def test_think_answer_is_strict(self):
+        function = reward("format", "format", pattern="think_answer")
+        good = "<think>add them</think>\n<answer>7</answer>"
+        bad = [
+            "<answer>7</answer>",  # no reasoning section
+            "<think>x</think><answer></answer>",  # empty answer
+            "<think>x</think><answer>7</answer><answer>8</answer>",  # repeated block
+            "<think>x</think><answer>7</answer> and more",  # trailing junk
+            "<think><answer>7</answer></think><answer>7</answer>",  # answer inside the reasoning
+        ]
+        assert scores(function, [good, *bad]) == [1.0] + [0.0] * len(bad)
+
+    def test_code_block_allows_prose_before_but_one_block_only(self):
+        function = reward("format", "format", pattern="code_block")
+        one = "Here:\n```python\nprint(1)\n```"
+        two = one + "\n```python\nprint(2)\n```"
+        assert scores(function, [one, two, "print(1)"]) == [1.0, 0.0, 0.0]
+
+    def test_unknown_pattern_and_bad_regex_are_refused_at_build_time(self):
+        with pytest.raises(SkillError, match="Unknown format pattern"):
+            reward("format", "format", pattern="haiku")
+        with pytest.raises(SkillError, match="does not compile"):
+            reward("format", "format", pattern=None, regex="(")
+
+
+class TestExactMatch:
+    def test_answer_tag(self):
+        function = reward("exact_match")
+        got = scores(
+            function,
+            ["<answer>12</answer>", "<answer> 1,2 </answer>", "12", "", "<answer>12.0</answer>"],
+            answer=["12"] * 5,
+        )
+        assert got == [1.0, 0.0, 0.0, 0.0, 1.0]
+
+    def test_listing_candidates_earns_nothing(self):
+        tagged = reward("exact_match")
+        last = reward("exact_match", extract="last_number")
+        assert scores(tagged, ["<answer>11</answer><answer>12</answer>"], answer=["12"]) == [0.0]
+        assert scores(last, ["It is 11, 12 or 13", "11/12/13", "The sum is 12"], answer=["12"] * 3) == [0.0, 0.0, 1.0]
+
+    def test_case_and_whitespace_normalised_unless_asked(self):
+        assert scores(reward("exact_match", extract="whole"), ["  Paris. "], answer=["paris"]) == [1.0]
+        strict = reward("exact_match", extract="whole", case_sensitive=True)
+        assert scores(strict, ["paris"], answer=["Paris"]) == [0.0]
+
+    def test_missing_column_is_a_counted_failure_not_a_zero(self):
+        function = reward("exact_match", answer_column="gold")
+        metrics = {}
+        got = function(["p"], ["<answer>1</answer>"], answer=["1"], log_metric=metrics.__setitem__)
+        assert got == [None] and function.failures == 1
+        assert metrics == {"rewards/exact_match/failure_rate": 1.0}
+
+    def test_extract_is_exposed_for_inspection(self):
+        assert reward("exact_match", extract="boxed").extract("so \\boxed{42}") == "42"
+
+
+class TestMath:
+    def test_equivalent_forms(self):
+        function = reward("math")
+        completions = ["$\\boxed{\\frac{1}{2}}$", "The answer is $0.5$", "$\\boxed{2}$", ""]
+        assert scores(function, completions, answer=["$\\frac{1}{2}$"] * 4) == [1.0, 1.0, 0.0, 0.0]
+
+    def test_runs_off_the_main_thread(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        function = reward("math")
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(scores, function, ["$4$"], answer=["4"]).result() == [1.0]
+
+
+class TestJsonSchema:
+    SCHEMA = {
+        "type": "object",
+        "required": ["name", "age"],
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+
+    def test_valid_invalid_and_not_json(self):
+        function = reward("json_schema", schema=self.SCHEMA)
+        completions = [
+            '{"name": "a", "age": 3}',
+            '```json\n{"name": "a", "age": 3}\n```',
+            '{"name": "a"}',
+            "not json",
+            "",
+            '{"name": "a", "age": 3, "admin": true}',
+            '```json\n{"name": "a", "age": 3}\n```\n```json\n{}\n```',
+        ]
+        assert scores(function, completions) == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+    def test_partial_credit_options(self):
+        parse = reward("json_schema", schema=self.SCHEMA, parse_credit=0.1)
+        fraction = reward("json_schema", schema=self.SCHEMA, mode="required_fraction")
+        assert scores(parse, ['{"name": "a"}', "nope"]) == [0.1, 0.0]
+        assert scores(fraction, ['{"name": "a"}', '{"name": 1, "age": 2}']) == [0.5, 0.5]
+
+    def test_schema_per_row_and_invalid_schema(self):
+        function = reward("json_schema", schema_column="schema")
+        assert scores(function, ["3"], schema=['{"type": "integer"}']) == [1.0]
+        with pytest.raises(SkillError, match="schema is invalid"):
+            reward("json_schema", schema={"type": "nonsense"})
+
+
+class TestToolCall:
+    TOOLS = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
+
+    def test_valid_call_wrong_tool_bad_arguments(self):
+        function = reward("tool_call", tools=self.TOOLS)
+        completions = [
+            '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>',
+            '{"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}',
+            '{"name": "delete_files", "arguments": {}}',
+            '{"name": "get_weather", "arguments": {"city": 3}}',
+            "I would call get_weather",
+            "",
+        ]
+        assert scores(function, completions) == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+
+    def test_expected_call(self):
+        function = reward("tool_call", tools=self.TOOLS, expected_column="expected")
+        expected = [{"name": "get_weather", "arguments": {"city": "Oslo"}}] * 2
+        completions = [
+            '{"name": "get_weather", "arguments": {"city": "Oslo"}}',
+            '{"name": "get_weather", "arguments": {"city": "Rome"}}',
+        ]
+        assert scores(function, completions, expected=expected) == [1.0, 0.0]
+
+
+class TestLengthPenalty:
+    def test_soft_overlong_on_tokens_and_characters(self):
+        function = reward("length_penalty", "shaping", max_length=100, buffer=20)
+        assert function(["", ""], ["a", "b"], completion_ids=[[0] * 50, [0] * 90]) == [0.0, -0.5]
+        assert scores(function, ["x" * 4 * 100]) == [-1.0]
+
+    def test_wrapping_never_lets_length_beat_correctness(self):
+        wrapped = reward(
+            "length_penalty",
+            "shaping",
+            max_length=10,
+            buffer=5,
+            scale=0.5,
+            wrap={"name": "exact_match", "params": {"extract": "last_number"}},
+        )
+        got = wrapped(["", ""], ["12", "13"], completion_ids=[[0] * 10, [0] * 2], answer=["12", "12"])
+        assert got == [0.5, 0.0]  # right but overlong (1 - 0.5) still beats wrong and short (0 - 0)
+
+    def test_target_mode_needs_a_target(self):
+        with pytest.raises(SkillError, match="needs a positive target"):
+            reward("length_penalty", "shaping", mode="target")
+
+
+class TestRegistry:
+    def test_every_registered_reward_has_a_summary_and_roles(self):
+        for entry in load_library().values():
+            assert entry.summary and entry.roles
+
+    def test_role_the_reward_cannot_play_is_refused(self):
+        with pytest.raises(SkillError, match="cannot play role 'correctness'"):
+            reward("format", "correctness")
+
+    def test_user_functions_load_only_from_the_allowlist(self, monkeypatch):
+        assert callable(build_reward_function(RewardSpec(name="rewards_for_tests:just_a_number", role="format")))
+        with pytest.raises(SkillError, match="not on the allowlist"):
+            build_reward_function(RewardSpec(name="os.path:join", role="format"))
+        monkeypatch.setenv("GRPO_RLVR_REWARD_MODULES", "")
+        with pytest.raises(SkillError, match="not on the allowlist"):
+            build_reward_function(RewardSpec(name="rewards_for_tests:just_a_number", role="format"))
+
+    def test_user_function_without_kwargs_is_refused(self):
+        with pytest.raises(SkillError, match=r"does not accept \*\*kwargs"):
+            build_reward_function(RewardSpec(name="rewards_for_tests:without_kwargs", role="format"))
+
+    def test_names_are_unique_for_trl_metrics(self):
+        functions = build_reward_functions(
+            [RewardSpec(name="exact_match", role="correctness"), RewardSpec(name="exact_match", role="correctness")]
+        )
+        assert [f.__name__ for f in functions] == ["exact_match", "exact_match_2"]
+
+    def test_a_crashing_scorer_never_raises_into_the_trainer(self):
+        function = reward("json_schema", schema_column="schema")  # the column is missing: every item fails
+        assert scores(function, ["{}", "{}"]) == [None, None] and function.failures == 2
+
+
+def test_composite_rule_both_sides():
+    equal = [RewardSpec(name="format", role="format", weight=1.0), RewardSpec(name="exact_match", role="correctness")]
+    check = check_composite(equal)
+    assert not check.ok and "well-formed and wrong" in check.warnings[0]
+    good = check_composite([equal[0].model_copy(update={"weight": 0.2}), equal[1]])
+    assert good.ok and good.correct_malformed > good.wrong_well_formed > good.wrong_malformed
+    large = check_composite([equal[0].model_copy(update={"weight": 0.6}), equal[1]])
+    assert large.ok and "Format is 37%" in large.warnings[0]
+
+
+@pytest.mark.slow
+def test_trl_logs_exactly_what_the_rewards_give(tiny_model_dir, tmp_path):
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from skill.demo.task import addition_rows
+
+    specs = [
+        RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),
+        RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
+        RewardSpec(name="length_penalty", role="shaping", weight=0.1, params={"max_length": 8, "buffer": 4}),
+        RewardSpec(name="exact_match", role="correctness", weight=0.0, params={"answer_column": "missing"}),
+    ]
+    seen = {}
+
+    def recorder(prompts, completions, completion_ids=None, **kwargs):
+        seen.update(prompts=prompts, completions=completions, ids=completion_ids, answer=kwargs["answer"])
+        return [0.0] * len(completions)
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        max_steps=1,
+        per_device_train_batch_size=8,
+        num_generations=8,
+        max_completion_length=8,
+        logging_steps=1,
+        report_to="none",
+        beta=0.0,
+        reward_weights=[0.2, 1.0, 0.1, 0.0, 0.0],
+    )
+    trainer = GRPOTrainer(
+        model=str(tiny_model_dir),
+        reward_funcs=[*build_reward_functions(specs), recorder],
+        args=args,
+        train_dataset=Dataset.from_list(addition_rows(16)),
+    )
+    trainer.train()
+    logged = trainer.state.log_history[0]
+    fresh = build_reward_functions(specs)
+    for function in fresh[:3]:
+        again = function(seen["prompts"], seen["completions"], completion_ids=seen["ids"], answer=seen["answer"])
+        assert logged[f"rewards/{function.__name__}/mean"] == pytest.approx(sum(again) / len(again), abs=1e-6)
+    assert logged["rewards/exact_match_2/failure_rate"] == 1.0
+    assert logged["rewards/exact_match/failure_rate"] == 0.0
+    # TRL drops None from the mean: a crashing reward leaves no mean, only the failure metric shows it.
+    mean = logged["rewards/exact_match_2/mean"]
+    assert mean is None or math.isnan(mean)
