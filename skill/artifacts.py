@@ -74,6 +74,24 @@ def _variants_detail() -> str:
     return "\n".join(parts)
 
 
+def _reward_catalogue() -> str:
+    import inspect
+
+    from skill.rewards.registry import load_library
+
+    parts = []
+    for name, entry in sorted(load_library().items()):
+        params = "\n".join(f"| `{key}` | {text} |" for key, text in entry.params.items()) or "| - | no parameters |"
+        source = inspect.getsource(entry.build).rstrip()
+        parts.append(
+            f"### `{name}`\n\n{entry.summary}\n\nRoles: {', '.join(entry.roles)}.\n\n"
+            f"| param | meaning |\n|---|---|\n{params}\n\n"
+            f"<details><summary>source ({inspect.getmodule(entry.build).__name__})</summary>\n\n"
+            f"```python\n{source}\n```\n\n</details>\n"
+        )
+    return "\n".join(parts)
+
+
 def _seed_table() -> str:
     from skill.emit import SEED
 
@@ -95,6 +113,7 @@ GENERATED_BLOCKS: dict[str, Callable[[], str]] = {
     "memory-colocated": _memory_block("colocated_table"),
     "memory-server": _memory_block("server_table"),
     "memory-published": _memory_block("published_comparison"),
+    "reward-catalogue": _reward_catalogue,
     "variants-table": _variants_table,
     "variants-detail": _variants_detail,
     "seed-recipe": _seed_table,
