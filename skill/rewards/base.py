@@ -61,8 +61,9 @@ class RewardFunction:
     (1, 3)
     """
 
-    def __init__(self, name: str, *, score: ItemScore | None = None, batch_score: BatchScore | None = None,
-                 doc: str = "") -> None:
+    def __init__(
+        self, name: str, *, score: ItemScore | None = None, batch_score: BatchScore | None = None, doc: str = ""
+    ) -> None:
         if (score is None) == (batch_score is None):
             raise ValueError("give exactly one of score / batch_score")
         self.__name__ = name
@@ -74,8 +75,9 @@ class RewardFunction:
         self.failures = 0
         self.last_errors: list[str] = []
 
-    def __call__(self, prompts: list[Any], completions: list[Any], completion_ids: Any = None,
-                 **kwargs: Any) -> list[float | None]:
+    def __call__(
+        self, prompts: list[Any], completions: list[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
         texts = [completion_text(completion) for completion in completions]
         columns = {key: value for key, value in kwargs.items() if key not in TRL_KEYWORDS}
         rows = rows_from_columns(columns, len(texts))
