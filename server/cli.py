@@ -153,6 +153,54 @@ def command_memory(args: argparse.Namespace) -> None:
     print(estimate.model_dump_json(indent=2) if args.output == "json" else estimate.summary())
 
 
+def _print_progress(done: float, total: float, message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def command_route(args: argparse.Namespace) -> None:
+    from skill.routing import RouteRequest, route_check
+
+    request = _read_request(args, "RouteRequest")
+    if args.signal:
+        request["signal"] = args.signal
+    if args.verifier:
+        verifier = _parse_reward(args.verifier)
+        verifier["params"] = {
+            key: _parse_value(value) for key, _, value in (p.partition("=") for p in args.param or [])
+        }
+        request["verifier"] = verifier
+    probe_flags = {
+        "model": args.model,
+        "dataset": args.dataset,
+        "prompt_column": args.prompt_column,
+        "num_prompts": args.num_prompts,
+        "n": args.n,
+        "k": args.k,
+        "temperature": args.temperature,
+        "max_new_tokens": args.max_new_tokens,
+        "seed": args.seed,
+    }
+    given = {key: value for key, value in probe_flags.items() if value is not None}
+    if given:
+        request.setdefault("probe", {}).update(given)
+    decision = route_check(RouteRequest.model_validate(request), progress=_print_progress)
+    if args.output == "json":
+        print(decision.model_dump_json(indent=2))
+        return
+    print(f"route: {decision.route}{' (provisional)' if decision.provisional else ''}   id: {decision.id}")
+    for reason in decision.reasons:
+        print(f"  because: {reason}")
+    if decision.evidence:
+        e = decision.evidence
+        print(
+            f"  pass@1 {e.pass_at_1:.3f}  pass@{e.n} {e.pass_at_k[str(len(e.pass_at_k))]:.3f}  "
+            f"learnable {e.learnable_fraction:.2f}  successes per prompt {e.per_prompt_successes}"
+        )
+    for warning in decision.warnings:
+        print(f"  warning: {warning}")
+    print(f"  next: {decision.next_step}" + (f" (skill {decision.next_skill})" if decision.next_skill else ""))
+
+
 def command_demo(args: argparse.Namespace) -> None:
     from skill.demo.pipeline import demo_recipe_request
     from skill.emit import emit_grpo_config
@@ -200,6 +248,35 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("--no-vllm", action="store_true")
     memory.add_argument("--sleep-mode", action="store_true", help="vllm_enable_sleep_mode")
     memory.set_defaults(handler=command_memory)
+
+    route = commands.add_parser("route", help="is GRPO the right tool? measured by sampling (route_check)")
+    route.add_argument("--request", help="RouteRequest JSON file, or - for stdin; flags override it")
+    route.add_argument(
+        "--signal",
+        choices=[
+            "unit_tests",
+            "parser_schema",
+            "tool_call_schema",
+            "math_answer",
+            "exact_answer",
+            "preference_pairs",
+            "demonstrations",
+            "human_judgment",
+        ],
+    )
+    route.add_argument("--verifier", help="NAME,ROLE of the reward that decides pass/fail")
+    route.add_argument("--param", action="append", help="verifier param KEY=VALUE; repeatable")
+    route.add_argument("--model", help="model to probe (default: the embedded SmolLM2)")
+    route.add_argument("--dataset", help="prompts: .jsonl/.json/.csv/.parquet or embedded:addition")
+    route.add_argument("--prompt-column")
+    route.add_argument("--num-prompts", type=int)
+    route.add_argument("--n", type=int, help="samples per prompt (default 8)")
+    route.add_argument("--k", type=int, help="largest k for pass@k (default n)")
+    route.add_argument("--temperature", type=float)
+    route.add_argument("--max-new-tokens", type=int)
+    route.add_argument("--seed", type=int)
+    route.add_argument("--output", choices=["summary", "json"], default="summary")
+    route.set_defaults(handler=command_route)
 
     demo = commands.add_parser("demo", help="the main flow on the embedded SmolLM2 and its addition task")
     demo.add_argument("--output", choices=["summary", "json", "script"], default="summary")

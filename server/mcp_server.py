@@ -12,6 +12,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
@@ -19,6 +20,7 @@ from skill.emit import RecipeRequest, emit_grpo_config
 from skill.errors import SkillError, pydantic_error_message
 from skill.memory import MemoryEstimate, MemoryRequest, estimate_memory
 from skill.recipe import GRPORecipe
+from skill.routing import RouteDecision, RouteRequest, route_check
 
 logger = logging.getLogger("grpo_rlvr.server")
 T = TypeVar("T")
@@ -43,6 +45,19 @@ def _as_tool_errors(function: Callable[..., T]) -> Callable[..., T]:
             raise ToolError(pydantic_error_message(exc, "request")) from None
 
     return wrapper
+
+
+def _progress_reporter(ctx: Context) -> Callable[[float, float, str], None]:
+    """Progress from skill code running in the tool's worker thread, sent on the server's event loop."""
+    import anyio.from_thread
+
+    def report(done: float, total: float, message: str) -> None:
+        try:
+            anyio.from_thread.run(ctx.report_progress, done, total, message)
+        except Exception:  # progress is best effort: a client without a progress token must not fail the tool
+            logger.debug("progress not delivered", exc_info=True)
+
+    return report
 
 
 def build_server() -> MCPServer:
@@ -83,6 +98,24 @@ def build_server() -> MCPServer:
         shape numbers), the hardware and the training settings. emit_grpo_config already attaches this estimate to
         a recipe; call this tool to compare options."""
         return estimate_memory(request)
+
+    @server.tool(
+        name="route_check",
+        title="Check whether GRPO is the right tool",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    )
+    @_as_tool_errors
+    def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision:
+        """Decide whether a fine-tuning task should use GRPO — call it first, before any config. Send the kind of
+        feedback the task has (unit_tests, parser_schema, tool_call_schema, math_answer, exact_answer,
+        preference_pairs, demonstrations, human_judgment) and, to measure instead of guess, a verifier (RewardSpec)
+        plus a probe (model and prompts or a dataset): the base model is sampled n times per prompt (progress is
+        reported) and scored. Returns the route (grpo | lora-qlora-recipes | preference-optimization |
+        eval-harness-first | not-worth-rl), reasons, evidence (pass@1, pass@k, per-prompt successes, learnable
+        fraction) and the next step. The samples are saved under the decision id for inspect_rewards to reuse."""
+        return route_check(request, progress=_progress_reporter(ctx))
 
     return server
 

@@ -30,3 +30,10 @@ def says_the_answer(prompts, completions, answer, **kwargs) -> list[float]:
 def without_kwargs(prompts, completions):
     """Breaks TRL's contract on purpose: no **kwargs."""
     return [0.0 for _ in completions]
+
+
+def by_mode(prompts, completions, mode, **kwargs) -> list[float]:
+    """A verifier with a known success pattern: the 'mode' column says pass, fail, or a coin flip on the
+    completion's length parity (random completions make that a mixed group)."""
+    outcomes = {"pass": lambda text: 1.0, "fail": lambda text: 0.0, "coin": lambda text: float(len(text) % 2 == 0)}
+    return [outcomes[m](_text(c)) for c, m in zip(completions, mode, strict=True)]

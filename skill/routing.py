@@ -1,0 +1,349 @@
+"""route_check: is GRPO the right tool? Decided from the feedback signal and a measured base success rate.
+
+GRPO sharpens a capability the model already has; it cannot install one from zero. So with a
+verifier, the base model is sampled (n completions per prompt, at the training temperature, and
+again at a low temperature if nothing succeeds) and the decision rests on what it did: never
+succeeds -> SFT first; succeeds sometimes, inconsistently -> GRPO; succeeds almost always with
+almost no mixed groups -> not worth RL as posed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from skill.errors import SkillError
+from skill.models import EMBEDDED_MODEL_ID
+from skill.rewards.spec import RewardSpec
+from skill.sampling import Progress, Prompt, SamplingSettings, sample_completions
+from skill.state import state_dir
+
+SignalKind = Literal[
+    "unit_tests",
+    "parser_schema",
+    "tool_call_schema",
+    "math_answer",
+    "exact_answer",
+    "preference_pairs",
+    "demonstrations",
+    "human_judgment",
+]
+VERIFIABLE: tuple[str, ...] = ("unit_tests", "parser_schema", "tool_call_schema", "math_answer", "exact_answer")
+Route = Literal["grpo", "lora-qlora-recipes", "preference-optimization", "eval-harness-first", "not-worth-rl"]
+ALMOST_ALWAYS = 0.9  # pass@1 at or above this, with ...
+FEW_MIXED = 0.1  # ... a learnable fraction below this: not worth RL as posed
+LOW_TEMPERATURE = 0.2
+
+
+class ProbeSpec(BaseModel):
+    """Sample the base model on the task's prompts and score the samples with the verifier."""
+
+    model: str = Field(default=EMBEDDED_MODEL_ID, description="Hub id (cached locally), directory or the embedded id.")
+    prompts: list[Prompt] | None = Field(default=None, description="Prompts (text or chat messages), no columns.")
+    rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and verifier columns.")
+    dataset: str | None = Field(default=None, description="A .jsonl/.json/.csv/.parquet file or 'embedded:addition'.")
+    prompt_column: str = "prompt"
+    num_prompts: int = Field(default=32, gt=0, description="Prompts to probe (the first ones).")
+    n: int = Field(default=8, description="Completions per prompt; 8 is GRPO's group size, fewer warns.")
+    k: int | None = Field(default=None, description="Largest k for pass@k (default n).")
+    temperature: float = Field(default=1.0, gt=0, description="The training temperature.")
+    low_temperature: float = Field(default=LOW_TEMPERATURE, ge=0, description="Re-probe here if nothing succeeds.")
+    max_new_tokens: int = Field(default=256, gt=0)
+    seed: int = 3407
+    success_threshold: float = Field(default=1.0, description="A sample passes when the verifier gives at least this.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ProbeSpec:
+        sources = [self.prompts is not None, self.rows is not None, self.dataset is not None]
+        if sum(sources) != 1:
+            raise ValueError("send exactly one of prompts, rows or dataset")
+        if self.n < 2:
+            raise ValueError(f"n={self.n}: pass rates and mixed groups need at least 2 samples per prompt")
+        if self.k is not None and not 1 <= self.k <= self.n:
+            raise ValueError(f"k={self.k} must be between 1 and n={self.n}")
+        return self
+
+
+class RouteRequest(BaseModel):
+    """The kind of feedback the task has, an optional verifier, and an optional probe of the base model."""
+
+    signal: SignalKind
+    verifier: RewardSpec | None = Field(default=None, description="The reward that decides pass/fail.")
+    probe: ProbeSpec | None = Field(default=None, description="Measure the base success rate (needs a verifier).")
+
+
+class RouteEvidence(BaseModel):
+    """What the probe measured."""
+
+    n: int
+    prompts: int
+    pass_at_1: float
+    pass_at_k: dict[str, float] = Field(description="Unbiased pass@k for k = 1..k.")
+    per_prompt_successes: list[int]
+    histogram: dict[str, int] = Field(description="Number of successes in a group -> prompts with that many.")
+    learnable_fraction: float = Field(description="Prompts with mixed outcomes: where GRPO has an advantage signal.")
+    learnable_prompt_indices: list[int]
+    temperatures: list[float] = Field(description="Temperatures probed, in order.")
+    seconds: float
+
+
+class RouteDecision(BaseModel):
+    """Where the task should go next, and why."""
+
+    id: str
+    route: Route
+    provisional: bool = Field(description="True when no probe measured the base model.")
+    reasons: list[str]
+    evidence: RouteEvidence | None = None
+    next_skill: str | None = Field(description="The sibling skill to hand over to, or None to continue here.")
+    next_step: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021): 1 - C(n - c, k) / C(n, k).
+
+    >>> pass_at_k(8, 0, 1), pass_at_k(8, 8, 3), round(pass_at_k(8, 2, 1), 3), round(pass_at_k(8, 2, 4), 3)
+    (0.0, 1.0, 0.25, 0.786)
+    """
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def _load_rows(probe: ProbeSpec) -> list[dict[str, Any]]:
+    if probe.prompts is not None:
+        rows = [{probe.prompt_column: prompt} for prompt in probe.prompts]
+    elif probe.rows is not None:
+        rows = probe.rows
+    else:
+        from skill.demo.task import DEMO_DATASET_ID, addition_rows
+
+        if probe.dataset == DEMO_DATASET_ID:
+            rows = addition_rows(probe.num_prompts)
+        else:
+            rows = _read_dataset_file(Path(probe.dataset or ""))
+    if not rows:
+        raise SkillError("The probe has no prompts.", "Send prompts, rows or a non-empty dataset.")
+    missing = [index for index, row in enumerate(rows) if probe.prompt_column not in row]
+    if missing:
+        raise SkillError(
+            f"Rows {missing[:5]} lack the prompt column {probe.prompt_column!r}.", "Send prompt_column or fix rows."
+        )
+    return rows[: probe.num_prompts]
+
+
+def _read_dataset_file(path: Path) -> list[dict[str, Any]]:
+    formats = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+    if path.suffix not in formats or not path.is_file():
+        raise SkillError(f"Dataset {str(path)!r} is not a readable .jsonl/.json/.csv/.parquet file.", "Send one.")
+    from datasets import load_dataset
+
+    return list(load_dataset(formats[path.suffix], data_files=str(path), split="train"))
+
+
+def _score(verifier: RewardSpec, rows: list[dict[str, Any]], groups: list[Any], probe: ProbeSpec) -> list[list[float]]:
+    from skill.rewards.registry import build_reward_function
+
+    function = build_reward_function(verifier)
+    prompts, completions, columns = [], [], {}
+    for group in groups:
+        row = rows[group.prompt_index]
+        for completion in group.completions:
+            prompts.append(group.prompt)
+            completions.append(completion)
+            for key, value in row.items():
+                if key != probe.prompt_column:
+                    columns.setdefault(key, []).append(value)
+    try:
+        scores = function(prompts, completions, **columns)
+    except TypeError as exc:  # a verifier needing a column the rows lack
+        raise SkillError(f"The verifier cannot score these rows: {exc}.", "Send rows with its columns.") from None
+    failures = getattr(function, "failures", 0)
+    if failures and failures == len(completions):
+        errors = "; ".join(getattr(function, "last_errors", [])[:2])
+        raise SkillError(f"The verifier failed on every sample ({errors}).", "Send rows with the columns it reads.")
+    flat = [0.0 if score is None else float(score) for score in scores]
+    return [flat[i * probe.n : (i + 1) * probe.n] for i in range(len(groups))]
+
+
+def _evidence(successes: list[int], probe: ProbeSpec, temperatures: list[float], seconds: float) -> RouteEvidence:
+    n, top = probe.n, probe.k or probe.n
+    histogram: dict[str, int] = {}
+    for count in successes:
+        histogram[str(count)] = histogram.get(str(count), 0) + 1
+    learnable = [index for index, count in enumerate(successes) if 0 < count < n]
+    return RouteEvidence(
+        n=n,
+        prompts=len(successes),
+        pass_at_1=sum(successes) / (n * len(successes)),
+        pass_at_k={str(k): sum(pass_at_k(n, c, k) for c in successes) / len(successes) for k in range(1, top + 1)},
+        per_prompt_successes=successes,
+        histogram=dict(sorted(histogram.items(), key=lambda item: int(item[0]))),
+        learnable_fraction=len(learnable) / len(successes),
+        learnable_prompt_indices=learnable,
+        temperatures=temperatures,
+        seconds=round(seconds, 2),
+    )
+
+
+def _probe(request: RouteRequest, progress: Progress | None) -> tuple[RouteEvidence, list[dict[str, Any]]]:
+    probe, verifier = request.probe, request.verifier
+    assert probe is not None and verifier is not None
+    rows = _load_rows(probe)
+    prompts = [row[probe.prompt_column] for row in rows]
+    started = time.perf_counter()
+    temperatures, samples = [], []
+    for temperature in (probe.temperature, probe.low_temperature):
+        settings = SamplingSettings(
+            n=probe.n, temperature=temperature, max_new_tokens=probe.max_new_tokens, seed=probe.seed
+        )
+        groups = sample_completions(probe.model, prompts, settings, progress)
+        scores = _score(verifier, rows, groups, probe)
+        successes = [sum(score >= probe.success_threshold for score in group) for group in scores]
+        temperatures.append(temperature)
+        samples.extend(
+            {
+                "prompt_index": g.prompt_index,
+                "prompt": g.prompt,
+                "completion": c,
+                "score": s,
+                "temperature": temperature,
+                "columns": {k: v for k, v in rows[g.prompt_index].items() if k != probe.prompt_column},
+            }
+            for g, group_scores in zip(groups, scores, strict=True)
+            for c, s in zip(g.completions, group_scores, strict=True)
+        )
+        if sum(successes) > 0:
+            break
+    return _evidence(successes, probe, temperatures, time.perf_counter() - started), samples
+
+
+def _decide(evidence: RouteEvidence) -> tuple[Route, list[str], str | None, str]:
+    e = evidence
+    measured = (
+        f"pass@1 {e.pass_at_1:.2f} over {e.prompts} prompts x {e.n} samples at temperature(s) {e.temperatures}; "
+        f"learnable fraction {e.learnable_fraction:.2f}"
+    )
+    if e.pass_at_1 == 0:
+        return (
+            "lora-qlora-recipes",
+            [
+                f"The base model never succeeded ({measured}): RL sharpens a capability, it cannot install one."
+            ],
+            "lora-qlora-recipes",
+            "Fine-tune on demonstrations first (SFT), then probe again: come back when the model succeeds sometimes.",
+        )
+    if e.pass_at_1 >= ALMOST_ALWAYS and e.learnable_fraction < FEW_MIXED:
+        return (
+            "not-worth-rl",
+            [f"The base model almost always succeeds with almost no mixed groups ({measured}): GRPO has no signal."],
+            None,
+            "Use harder prompts or a stricter verifier, then probe again.",
+        )
+    reasons = [f"The base model succeeds sometimes, inconsistently ({measured}): the case GRPO is for."]
+    if e.learnable_fraction < FEW_MIXED:
+        reasons.append("Few prompts have mixed outcomes: train on the learnable ones or raise num_generations.")
+    return "grpo", reasons, None, "Inspect the rewards on these samples (inspect_rewards), then emit the config."
+
+
+def save_route(decision: RouteDecision, samples: list[dict[str, Any]]) -> Path:
+    """Write routes/<id>.json atomically: the decision and every scored sample (inspection reuses them)."""
+    path = state_dir("routes") / f"{decision.id}.json"
+    staging = path.with_suffix(".json.tmp")
+    staging.write_text(json.dumps({"decision": decision.model_dump(mode="json"), "samples": samples}, default=str))
+    staging.replace(path)
+    return path
+
+
+def load_route(route_id: str) -> tuple[RouteDecision, list[dict[str, Any]]]:
+    """A saved decision and its samples."""
+    path = state_dir("routes") / f"{route_id}.json"
+    if not path.is_file():
+        raise SkillError(
+            f"No route decision {route_id!r} under {path.parent}.", "Send an id that route_check returned."
+        )
+    data = json.loads(path.read_text())
+    return RouteDecision.model_validate(data["decision"]), data["samples"]
+
+
+def route_check(request: RouteRequest, progress: Progress | None = None) -> RouteDecision:
+    """Decide whether GRPO applies, from the signal and, with a probe, the measured base success rate.
+
+    >>> route_check(RouteRequest(signal="preference_pairs")).route
+    'preference-optimization'
+    >>> decision = route_check(RouteRequest(signal="math_answer"))
+    >>> decision.route, decision.provisional, decision.next_step
+    ('grpo', True, 'Probe the base model: send probe with a verifier to measure its success rate.')
+    """
+    route_id = f"route-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    if request.probe is not None and request.verifier is None:
+        raise SkillError("A probe needs a verifier to score the samples.", "Send verifier (a RewardSpec).")
+    if request.signal == "preference_pairs":
+        return RouteDecision(
+            id=route_id,
+            route="preference-optimization",
+            provisional=False,
+            reasons=[
+                "Preference pairs say which answer is better, not whether one is right: "
+                "DPO for taste, GRPO for reasoning."
+            ],
+            next_skill="preference-optimization",
+            next_step="Train with DPO on the pairs.",
+        )
+    if request.signal == "human_judgment":
+        return RouteDecision(
+            id=route_id,
+            route="eval-harness-first",
+            provisional=False,
+            reasons=[
+                "Subjective grading is not a verifiable reward; RL on an uncalibrated judge "
+                "learns the judge's blind spots."
+            ],
+            next_skill="eval-harness-first",
+            next_step="Calibrate a judge against human labels before any RL.",
+        )
+    if request.signal == "demonstrations" and request.verifier is None:
+        return RouteDecision(
+            id=route_id,
+            route="lora-qlora-recipes",
+            provisional=False,
+            reasons=["Demonstrations without a checker are supervised data: imitate them (SFT)."],
+            next_skill="lora-qlora-recipes",
+            next_step="Fine-tune on the demonstrations.",
+        )
+    if request.probe is None:
+        return RouteDecision(
+            id=route_id,
+            route="grpo",
+            provisional=True,
+            reasons=[
+                f"The signal ({request.signal}) is checkable by a program, but the base model "
+                "has not been measured: GRPO needs it to succeed sometimes."
+            ],
+            next_skill=None,
+            next_step="Probe the base model: send probe with a verifier to measure its success rate.",
+        )
+    evidence, samples = _probe(request, progress)
+    route, reasons, next_skill, next_step = _decide(evidence)
+    warnings = []
+    if request.probe.n < 8:
+        warnings.append(f"n={request.probe.n} is below GRPO's group of 8: mixed groups are undercounted.")
+    decision = RouteDecision(
+        id=route_id,
+        route=route,
+        provisional=False,
+        reasons=reasons,
+        evidence=evidence,
+        next_skill=next_skill,
+        next_step=next_step,
+        warnings=warnings,
+    )
+    save_route(decision, samples)
+    return decision

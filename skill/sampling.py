@@ -1,0 +1,120 @@
+"""Sample completions from a policy model: the one generation module route_check and inspect_rewards share.
+
+Prompts are chat messages (the chat template is applied, as TRL does for conversational data) or
+plain text (used as is). Generation runs with transformers on this machine's device, in batches,
+seeded, and reports progress after each batch through a callback (the MCP server forwards it as
+progress notifications). Models load once per process and stay cached, so a route check followed
+by an inspection does not load twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from skill.errors import SkillError
+
+Prompt = str | list[dict[str, Any]]
+Progress = Callable[[float, float, str], None]
+
+
+class SamplingSettings(BaseModel):
+    """How to sample: like training (temperature, completion budget), seeded."""
+
+    n: int = Field(default=8, ge=1, description="Completions per prompt.")
+    temperature: float = Field(default=1.0, ge=0, description="0 means greedy.")
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_new_tokens: int = Field(default=256, gt=0)
+    seed: int = 3407
+    batch_sequences: int = Field(default=64, gt=0, description="Sequences generated per forward batch.")
+
+
+class SampledGroup(BaseModel):
+    """The completions of one prompt."""
+
+    prompt_index: int
+    prompt: Prompt
+    completions: list[str]
+
+
+@functools.lru_cache(maxsize=2)
+def load_policy(model: str) -> tuple[Any, Any]:
+    """Model and tokenizer for a hub id, local directory or the embedded default; cached per process."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from skill.models import resolve_model_path
+
+    path = resolve_model_path(model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        policy = AutoModelForCausalLM.from_pretrained(path, dtype="auto")
+    except OSError as exc:
+        raise SkillError(
+            f"Cannot load model {model!r} here: {exc}",
+            "Send a local model directory or the embedded default; nothing is downloaded at run time.",
+        ) from None
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    policy.eval()
+    return policy, tokenizer
+
+
+def render_prompt(tokenizer: Any, prompt: Prompt) -> str:
+    """Conversational prompts go through the chat template (with the generation prompt); text stays text."""
+    if isinstance(prompt, str):
+        return prompt
+    if not isinstance(prompt, list) or not all(isinstance(m, dict) and "content" in m for m in prompt):
+        raise SkillError(f"Prompt {prompt!r} is neither text nor a list of chat messages.", "Send one of those.")
+    return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+
+
+def sample_completions(
+    model: str, prompts: list[Prompt], settings: SamplingSettings, progress: Progress | None = None
+) -> list[SampledGroup]:
+    """``settings.n`` completions for every prompt, in prompt order.
+
+    >>> SamplingSettings(n=4, temperature=0.7).max_new_tokens
+    256
+    """
+    import torch
+
+    if not prompts:
+        raise SkillError("No prompts to sample from.", "Send at least one prompt.")
+    policy, tokenizer = load_policy(model)
+    texts = [render_prompt(tokenizer, prompt) for prompt in prompts]
+    prompts_per_batch = max(1, settings.batch_sequences // settings.n)
+    generator_seed = settings.seed
+    groups: list[SampledGroup] = []
+    total = len(prompts) * settings.n
+    started = time.perf_counter()
+    for start in range(0, len(texts), prompts_per_batch):
+        chunk = texts[start : start + prompts_per_batch]
+        encoded = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(policy.device)
+        torch.manual_seed(generator_seed + start)
+        sampling = settings.temperature > 0
+        with torch.no_grad():
+            output = policy.generate(
+                **encoded,
+                do_sample=sampling,
+                temperature=settings.temperature if sampling else None,
+                top_p=settings.top_p if sampling else None,
+                top_k=0 if sampling else None,
+                max_new_tokens=settings.max_new_tokens,
+                num_return_sequences=settings.n,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+        for offset in range(len(chunk)):
+            index = start + offset
+            group = completions[offset * settings.n : (offset + 1) * settings.n]
+            groups.append(SampledGroup(prompt_index=index, prompt=prompts[index], completions=group))
+        if progress is not None:
+            done = len(groups) * settings.n
+            elapsed = time.perf_counter() - started
+            progress(done, total, f"sampled {done}/{total} completions in {elapsed:.0f} s")
+    return groups
