@@ -104,6 +104,11 @@ class RouteDecision(BaseModel):
     next_skill: str | None = Field(description="The sibling skill to hand over to, or None to continue here.")
     next_step: str
     warnings: list[str] = Field(default_factory=list)
+    learnable_dataset: str | None = Field(
+        default=None,
+        description="JSONL of the probed rows with mixed outcomes: a pre-filtered training set (DAPO's dynamic "
+        "sampling done ahead, since TRL has none).",
+    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -193,7 +198,9 @@ def _evidence(successes: list[int], probe: ProbeSpec, temperatures: list[float],
     )
 
 
-def _probe(request: RouteRequest, progress: Progress | None) -> tuple[RouteEvidence, list[dict[str, Any]]]:
+def _probe(
+    request: RouteRequest, progress: Progress | None
+) -> tuple[RouteEvidence, list[dict[str, Any]], list[dict[str, Any]]]:
     probe, verifier = request.probe, request.verifier
     assert probe is not None and verifier is not None
     rows = _load_rows(probe)
@@ -222,7 +229,7 @@ def _probe(request: RouteRequest, progress: Progress | None) -> tuple[RouteEvide
         )
         if sum(successes) > 0:
             break
-    return _evidence(successes, probe, temperatures, time.perf_counter() - started), samples
+    return _evidence(successes, probe, temperatures, time.perf_counter() - started), samples, rows
 
 
 def _decide(evidence: RouteEvidence) -> tuple[Route, list[str], str | None, str]:
@@ -234,9 +241,7 @@ def _decide(evidence: RouteEvidence) -> tuple[Route, list[str], str | None, str]
     if e.pass_at_1 == 0:
         return (
             "lora-qlora-recipes",
-            [
-                f"The base model never succeeded ({measured}): RL sharpens a capability, it cannot install one."
-            ],
+            [f"The base model never succeeded ({measured}): RL sharpens a capability, it cannot install one."],
             "lora-qlora-recipes",
             "Fine-tune on demonstrations first (SFT), then probe again: come back when the model succeeds sometimes.",
         )
@@ -253,12 +258,25 @@ def _decide(evidence: RouteEvidence) -> tuple[Route, list[str], str | None, str]
     return "grpo", reasons, None, "Inspect the rewards on these samples (inspect_rewards), then emit the config."
 
 
-def save_route(decision: RouteDecision, samples: list[dict[str, Any]]) -> Path:
-    """Write routes/<id>.json atomically: the decision and every scored sample (inspection reuses them)."""
-    path = state_dir("routes") / f"{decision.id}.json"
-    staging = path.with_suffix(".json.tmp")
-    staging.write_text(json.dumps({"decision": decision.model_dump(mode="json"), "samples": samples}, default=str))
+def _write_atomically(path: Path, text: str) -> None:
+    staging = path.with_name(path.name + ".tmp")
+    staging.write_text(text)
     staging.replace(path)
+
+
+def save_route(
+    decision: RouteDecision, samples: list[dict[str, Any]], rows: list[dict[str, Any]] | None = None
+) -> Path:
+    """Write routes/<id>.json atomically: the decision and every scored sample (inspection reuses them); with
+    rows, also routes/<id>.learnable.jsonl holding the rows whose group had mixed outcomes."""
+    directory = state_dir("routes")
+    if rows is not None and decision.evidence is not None:
+        learnable = directory / f"{decision.id}.learnable.jsonl"
+        indices = decision.evidence.learnable_prompt_indices
+        _write_atomically(learnable, "".join(json.dumps(rows[i], default=str) + "\n" for i in indices))
+        decision.learnable_dataset = str(learnable)
+    path = directory / f"{decision.id}.json"
+    _write_atomically(path, json.dumps({"decision": decision.model_dump(mode="json"), "samples": samples}, default=str))
     return path
 
 
@@ -330,7 +348,7 @@ def route_check(request: RouteRequest, progress: Progress | None = None) -> Rout
             next_skill=None,
             next_step="Probe the base model: send probe with a verifier to measure its success rate.",
         )
-    evidence, samples = _probe(request, progress)
+    evidence, samples, rows = _probe(request, progress)
     route, reasons, next_skill, next_step = _decide(evidence)
     warnings = []
     if request.probe.n < 8:
@@ -345,5 +363,5 @@ def route_check(request: RouteRequest, progress: Progress | None = None) -> Rout
         next_step=next_step,
         warnings=warnings,
     )
-    save_route(decision, samples)
+    save_route(decision, samples, rows)
     return decision

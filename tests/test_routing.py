@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -119,6 +121,8 @@ def test_known_pattern_gives_grpo_with_the_right_learnable_fraction(tiny_model_d
     saved, samples = load_route(decision.id)
     assert saved == decision and len(samples) == 6 * 8
     assert sum(sample["score"] for sample in samples if sample["prompt_index"] == 2) == successes[2]
+    learnable = [json.loads(line) for line in Path(decision.learnable_dataset).read_text().splitlines()]
+    assert [row["prompt"][0]["content"] for row in learnable] == [f"question {i}" for i in mixed]
 
 
 @pytest.mark.slow
