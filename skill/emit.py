@@ -76,6 +76,9 @@ class RecipeRequest(BaseModel):
     overrides: dict[str, Any] = Field(default_factory=dict, description="GRPOConfig fields to set explicitly.")
     override_reasons: dict[str, str] = Field(default_factory=dict, description="Why each override, by field.")
     max_steps: int | None = Field(default=None, gt=0, description="Stop after this many optimizer steps.")
+    route_decision_id: str | None = Field(
+        default=None, description="The route_check decision this recipe follows; it must have routed to grpo."
+    )
 
 
 def _parameters_b(model: ModelSpec) -> float:
@@ -306,6 +309,8 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
         ),
     )
     _attach_memory_estimate(recipe)
+    if request.route_decision_id:
+        _attach_route(recipe, request.route_decision_id)
     composite = check_composite(request.rewards)
     recipe.provenance.validation.extend(f"Composite rewards: {warning}" for warning in composite.warnings)
     return recipe
@@ -326,6 +331,28 @@ def _attach_memory_estimate(recipe: GRPORecipe) -> None:
         fixes = [f"{remedy.name} ({remedy.peak_gib:.1f} GiB)" for remedy in estimate.remedies if remedy.fits]
         line += " Remedies that fit: " + (", ".join(fixes) or "none on this hardware") + "."
     recipe.provenance.validation.append(line)
+
+
+def _attach_route(recipe: GRPORecipe, route_id: str) -> None:
+    from skill.routing import load_route
+
+    decision, _samples = load_route(route_id)
+    if decision.route != "grpo":
+        raise SkillError(
+            f"Route decision {route_id} routed this task to {decision.route!r}, not GRPO: {decision.reasons[0]}",
+            f"Follow its next step ({decision.next_step}) or run route_check again.",
+        )
+    recipe.provenance.route_decision = route_id
+    line = f"Route {route_id}: grpo" + (" (provisional: the base model was not probed)" if decision.provisional else "")
+    if decision.evidence is not None:
+        line += (
+            f"; pass@1 {decision.evidence.pass_at_1:.2f}, learnable fraction {decision.evidence.learnable_fraction:.2f}"
+        )
+    if decision.learnable_dataset:
+        line += (
+            f"; the learnable prompts are in {decision.learnable_dataset} (send it as dataset.name to train on them)"
+        )
+    recipe.provenance.validation.append(line + ".")
 
 
 def _emit_auto(request: RecipeRequest) -> GRPORecipe:

@@ -293,6 +293,7 @@ def load_route(route_id: str) -> tuple[RouteDecision, list[dict[str, Any]]]:
 
 def route_check(request: RouteRequest, progress: Progress | None = None) -> RouteDecision:
     """Decide whether GRPO applies, from the signal and, with a probe, the measured base success rate.
+    Every decision is saved (routes/<id>.json) so emit_grpo_config can record it.
 
     >>> route_check(RouteRequest(signal="preference_pairs")).route
     'preference-optimization'
@@ -300,11 +301,13 @@ def route_check(request: RouteRequest, progress: Progress | None = None) -> Rout
     >>> decision.route, decision.provisional, decision.next_step
     ('grpo', True, 'Probe the base model: send probe with a verifier to measure its success rate.')
     """
-    route_id = f"route-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     if request.probe is not None and request.verifier is None:
         raise SkillError("A probe needs a verifier to score the samples.", "Send verifier (a RewardSpec).")
+    route_id = f"route-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    samples: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] | None = None
     if request.signal == "preference_pairs":
-        return RouteDecision(
+        decision = RouteDecision(
             id=route_id,
             route="preference-optimization",
             provisional=False,
@@ -315,20 +318,20 @@ def route_check(request: RouteRequest, progress: Progress | None = None) -> Rout
             next_skill="preference-optimization",
             next_step="Train with DPO on the pairs.",
         )
-    if request.signal == "human_judgment":
-        return RouteDecision(
+    elif request.signal == "human_judgment":
+        decision = RouteDecision(
             id=route_id,
             route="eval-harness-first",
             provisional=False,
             reasons=[
-                "Subjective grading is not a verifiable reward; RL on an uncalibrated judge "
-                "learns the judge's blind spots."
+                "Subjective grading is not a verifiable reward; RL on an uncalibrated judge learns the judge's "
+                "blind spots."
             ],
             next_skill="eval-harness-first",
             next_step="Calibrate a judge against human labels before any RL.",
         )
-    if request.signal == "demonstrations" and request.verifier is None:
-        return RouteDecision(
+    elif request.signal == "demonstrations" and request.verifier is None:
+        decision = RouteDecision(
             id=route_id,
             route="lora-qlora-recipes",
             provisional=False,
@@ -336,32 +339,33 @@ def route_check(request: RouteRequest, progress: Progress | None = None) -> Rout
             next_skill="lora-qlora-recipes",
             next_step="Fine-tune on the demonstrations.",
         )
-    if request.probe is None:
-        return RouteDecision(
+    elif request.probe is None:
+        decision = RouteDecision(
             id=route_id,
             route="grpo",
             provisional=True,
             reasons=[
-                f"The signal ({request.signal}) is checkable by a program, but the base model "
-                "has not been measured: GRPO needs it to succeed sometimes."
+                f"The signal ({request.signal}) is checkable by a program, but the base model has not been "
+                "measured: GRPO needs it to succeed sometimes."
             ],
             next_skill=None,
             next_step="Probe the base model: send probe with a verifier to measure its success rate.",
         )
-    evidence, samples, rows = _probe(request, progress)
-    route, reasons, next_skill, next_step = _decide(evidence)
-    warnings = []
-    if request.probe.n < 8:
-        warnings.append(f"n={request.probe.n} is below GRPO's group of 8: mixed groups are undercounted.")
-    decision = RouteDecision(
-        id=route_id,
-        route=route,
-        provisional=False,
-        reasons=reasons,
-        evidence=evidence,
-        next_skill=next_skill,
-        next_step=next_step,
-        warnings=warnings,
-    )
+    else:
+        evidence, samples, rows = _probe(request, progress)
+        route, reasons, next_skill, next_step = _decide(evidence)
+        warnings = []
+        if request.probe.n < 8:
+            warnings.append(f"n={request.probe.n} is below GRPO's group of 8: mixed groups are undercounted.")
+        decision = RouteDecision(
+            id=route_id,
+            route=route,
+            provisional=False,
+            reasons=reasons,
+            evidence=evidence,
+            next_skill=next_skill,
+            next_step=next_step,
+            warnings=warnings,
+        )
     save_route(decision, samples, rows)
     return decision

@@ -223,3 +223,28 @@ def test_smollm2_asked_for_answer_tags_routes_to_sft():
     )
     assert decision.route == "lora-qlora-recipes", decision.evidence
     assert decision.evidence.temperatures == [1.0, 0.2]
+
+
+def test_emit_records_the_route_and_refuses_a_route_elsewhere():
+    from skill.emit import RecipeRequest, emit_grpo_config
+    from skill.hardware import HardwareSpec
+    from skill.recipe import DatasetSpec
+
+    def request(route_id):
+        return RecipeRequest(
+            hardware=HardwareSpec(accelerator="cpu"),
+            method="full",
+            rewards=[RewardSpec(name="exact_match", role="correctness")],
+            dataset=DatasetSpec(name="embedded:addition"),
+            route_decision_id=route_id,
+        )
+
+    grpo = route_check(RouteRequest(signal="math_answer"))
+    recipe = emit_grpo_config(request(grpo.id))
+    assert recipe.provenance.route_decision == grpo.id
+    assert any("provisional" in line for line in recipe.provenance.validation)
+    elsewhere = route_check(RouteRequest(signal="preference_pairs"))
+    with pytest.raises(SkillError, match="not GRPO"):
+        emit_grpo_config(request(elsewhere.id))
+    with pytest.raises(SkillError, match="No route decision"):
+        emit_grpo_config(request("route-missing"))
