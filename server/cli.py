@@ -201,6 +201,89 @@ def command_route(args: argparse.Namespace) -> None:
     print(f"  next: {decision.next_step}" + (f" (skill {decision.next_skill})" if decision.next_skill else ""))
 
 
+def command_inspect(args: argparse.Namespace) -> None:
+    from skill.inspection import inspect_rewards
+    from skill.inspection_models import InspectionRequest
+
+    request = _read_request(args, "InspectionRequest")
+    if args.reward:
+        request["rewards"] = [_parse_reward(text) for text in args.reward]
+    if args.samples:
+        request["samples"] = [json.loads(line) for line in Path(args.samples).read_text().splitlines() if line.strip()]
+    if args.route:
+        request["route_decision_id"] = args.route
+    report = inspect_rewards(InspectionRequest.model_validate(request), progress=_print_progress)
+    if args.output == "json":
+        print(report.model_dump_json(indent=2))
+    else:
+        print(Path(report.paths["markdown"]).read_text() if args.output == "markdown" else _inspection_summary(report))
+        print(f"\nRead every sample: {report.paths['html']} (or {report.paths['markdown']}).")
+        print(f"Then: grpo-rlvr review {report.id} --reviewer NAME --labels LABELS.json   (or --interactive)")
+    if args.interactive:
+        _interactive_review(report, args.reviewer or "")
+
+
+def _inspection_summary(report: Any) -> str:
+    lines = [f"inspection {report.id}: {len(report.samples)} samples, verdict {report.verdict}"]
+    for name, stats in report.stats.items():
+        lines.append(f"  {name:20s} mean {stats.mean}  std {stats.std}  failures {stats.failure_rate:.0%}")
+    lines += [f"  {flag.severity:8s} {flag.code}: {flag.message}" for flag in report.flags]
+    hacked = [probe for probe in report.probe_results if probe.hacked]
+    lines.append(f"  probes: {len(report.probe_results)} tried, {len(hacked)} hacked")
+    return "\n".join(lines)
+
+
+def _interactive_review(report: Any, reviewer: str) -> None:
+    from skill.inspection_gate import record_review
+    from skill.inspection_models import ReviewRequest
+
+    if not sys.stdin.isatty():
+        raise SkillError("An interactive review needs a terminal.", "Use --labels FILE instead.")
+    reviewer = reviewer or input("Your name: ").strip()
+    labels: dict[int, bool] = {}
+    for sample in report.samples:
+        scores = ", ".join(f"{name}={value}" for name, value in sample.scores.items())
+        print(
+            f"\n--- sample {sample.id} --- {scores}  columns {sample.columns}\n{sample.prompt}\n>>> {sample.completion}"
+        )
+        answer = ""
+        while answer not in ("a", "d", "q"):
+            answer = input("[a]gree with the judgment, [d]isagree, [q]uit: ").strip().lower()[:1]
+        if answer == "q":
+            break
+        labels[sample.id] = answer == "a"
+    result = record_review(ReviewRequest(report_id=report.id, reviewer=reviewer, labels=labels))
+    print(f"verdict: {result.verdict}")
+    for reason in result.verdict_reasons:
+        print(f"  - {reason}")
+
+
+def command_review(args: argparse.Namespace) -> None:
+    from skill.inspection import load_report
+    from skill.inspection_gate import record_review
+    from skill.inspection_models import ReviewRequest
+
+    if args.interactive:
+        _interactive_review(load_report(args.report_id), args.reviewer or "")
+        return
+    request: dict[str, Any] = {"report_id": args.report_id}
+    if args.labels:
+        exported = json.loads(Path(args.labels).read_text())
+        request.update({key: exported[key] for key in ("reviewer", "reviewer_kind", "labels") if key in exported})
+    if args.reviewer:
+        request["reviewer"] = args.reviewer
+    if args.agent:
+        request["reviewer_kind"] = "agent"
+    if args.yes:
+        request["non_interactive"] = True
+    if not request.get("reviewer"):
+        raise SkillError("No reviewer named.", "Send --reviewer NAME (or a labels file that has one).")
+    report = record_review(ReviewRequest.model_validate(request))
+    print(f"{report.id}: verdict {report.verdict}")
+    for reason in report.verdict_reasons:
+        print(f"  - {reason}")
+
+
 def command_demo(args: argparse.Namespace) -> None:
     from skill.demo.pipeline import demo_recipe_request
     from skill.emit import emit_grpo_config
@@ -277,6 +360,25 @@ def build_parser() -> argparse.ArgumentParser:
     route.add_argument("--seed", type=int)
     route.add_argument("--output", choices=["summary", "json"], default="summary")
     route.set_defaults(handler=command_route)
+
+    inspect = commands.add_parser("inspect", help="the mandatory reward read (inspect_rewards)")
+    inspect.add_argument("--request", help="InspectionRequest JSON file, or - for stdin; flags override it")
+    inspect.add_argument("--reward", action="append", help="NAME,ROLE[,WEIGHT]; repeatable")
+    inspect.add_argument("--samples", help="JSONL of {prompt, completion, columns, group}")
+    inspect.add_argument("--route", help="reuse the samples of a route_check decision id")
+    inspect.add_argument("--interactive", action="store_true", help="review in the terminal right away")
+    inspect.add_argument("--reviewer")
+    inspect.add_argument("--output", choices=["summary", "markdown", "json"], default="summary")
+    inspect.set_defaults(handler=command_inspect)
+
+    review = commands.add_parser("review", help="record a reader's labels for an inspection (record_review)")
+    review.add_argument("report_id")
+    review.add_argument("--labels", help="labels JSON exported from the HTML report")
+    review.add_argument("--reviewer")
+    review.add_argument("--agent", action="store_true", help="the reviewer is an agent, not a person")
+    review.add_argument("--interactive", action="store_true", help="label sample by sample in the terminal")
+    review.add_argument("--yes", action="store_true", help="accept all without reading (recorded; does not pass)")
+    review.set_defaults(handler=command_review)
 
     demo = commands.add_parser("demo", help="the main flow on the embedded SmolLM2 and its addition task")
     demo.add_argument("--output", choices=["summary", "json", "script"], default="summary")

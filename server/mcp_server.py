@@ -18,6 +18,7 @@ from mcp.types import ToolAnnotations
 
 from skill.emit import RecipeRequest, emit_grpo_config
 from skill.errors import SkillError, pydantic_error_message
+from skill.inspection_models import InspectionReport, InspectionRequest, ReviewRequest
 from skill.memory import MemoryEstimate, MemoryRequest, estimate_memory
 from skill.recipe import GRPORecipe
 from skill.routing import RouteDecision, RouteRequest, route_check
@@ -116,6 +117,44 @@ def build_server() -> MCPServer:
         eval-harness-first | not-worth-rl), reasons, evidence (pass@1, pass@k, per-prompt successes, learnable
         fraction) and the next step. The samples are saved under the decision id for inspect_rewards to reuse."""
         return route_check(request, progress=_progress_reporter(ctx))
+
+    @server.tool(
+        name="inspect_rewards",
+        title="Inspect the reward functions (the mandatory read)",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    )
+    @_as_tool_errors
+    def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> InspectionReport:
+        """Run the recipe's reward functions on 50-100 sampled outputs before any training: per-reward scores,
+        weighted totals, extracted answers, failures, statistics, flags (constant reward, failures, composite rule,
+        length correlation, saturation, scale imbalance, zero-variance groups) and known-hack probes (empty answer
+        tags, candidate lists, echoing the prompt, sys.exit(0), AlwaysEqual, judge master keys...). Samples come
+        from `samples`, a route_check decision id (no second sampling), or `generate` (progress is reported).
+        Returns the report with verdict 'pending'; next, read every sample (report.paths has Markdown and HTML)
+        and call record_review with your labels. Training refuses rewards without a passed inspection."""
+        from skill.inspection import inspect_rewards
+
+        return inspect_rewards(request, progress=_progress_reporter(ctx))
+
+    @server.tool(
+        name="record_review",
+        title="Record a reader's review of an inspection",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    @_as_tool_errors
+    def record_review_tool(request: ReviewRequest) -> InspectionReport:
+        """Record whether the reader agrees with the rewards' judgment of each sample of an inspection report
+        (labels: sample id -> true/false; say who read: reviewer and reviewer_kind human|agent). The gate passes
+        with at least 50 labelled samples, zero disagreements, no blocking flag, and every attention check caught
+        (a few samples are shown with a deliberately wrong score). A non-interactive accept-all is recorded and
+        does not pass. Returns the report with verdict passed|failed and what to fix."""
+        from skill.inspection_gate import record_review
+
+        return record_review(request)
 
     return server
 

@@ -16,7 +16,7 @@ def isolated_state_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.getbasetemp().parent / "grpo-rlvr-state"
     root.mkdir(exist_ok=True)
     os.environ[STATE_ROOT_ENV] = str(root)
-    os.environ.setdefault("GRPO_RLVR_REWARD_MODULES", "rewards_for_tests")
+    os.environ.setdefault("GRPO_RLVR_REWARD_MODULES", "rewards_for_tests,flawed_rewards")
     return root
 
 

@@ -74,6 +74,7 @@ class RewardFunction:
         self.scored = 0
         self.failures = 0
         self.last_errors: list[str] = []
+        self.last_item_errors: list[str | None] = []
 
     def __call__(
         self, prompts: list[Any], completions: list[Any], completion_ids: Any = None, **kwargs: Any
@@ -93,13 +94,17 @@ class RewardFunction:
         scores: list[float | None] = []
         failed = 0
         errors = []
+        item_errors: list[str | None] = []
         for result in results:
             if isinstance(result, BaseException):
                 failed += 1
                 errors.append(f"{type(result).__name__}: {result}")
+                item_errors.append(errors[-1])
                 scores.append(None)
             else:
+                item_errors.append(None)
                 scores.append(None if result is None else float(result))
+        self.last_item_errors = item_errors
         self.scored += len(texts)
         self.failures += failed
         self.last_errors = errors[-10:]

@@ -1,0 +1,113 @@
+"""record_review and the gate: a passed inspection whose fingerprint matches the rewards, or no training.
+
+Gate policy: at least 50 real samples labelled, zero disagreements, no blocking flag, and every
+planted attention check caught. A non-interactive review (``--yes``: accept without a per-sample
+read) is recorded as exactly that, and this policy does not accept it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from skill.errors import SkillError
+from skill.inspection import ACCEPT_NON_INTERACTIVE, _report_dir, load_report, reward_fingerprint, save_report
+from skill.inspection_models import MIN_SAMPLES, InspectionReport, Review, ReviewRequest
+from skill.rewards.spec import RewardSpec
+
+
+def _planted(report_id: str) -> list[int]:
+    key = _report_dir() / f"{report_id}.key.json"
+    return json.loads(key.read_text())["planted"] if key.is_file() else []
+
+
+def evaluate_review(report: InspectionReport, review: Review, planted: list[int]) -> list[str]:
+    """Why the gate does not pass (empty: it passes)."""
+    reasons = []
+    for flag in report.flags:
+        if flag.severity == "blocking":
+            reasons.append(f"Fix the reward: {flag.message}")
+    if review.non_interactive and not ACCEPT_NON_INTERACTIVE:
+        reasons.append(
+            "A non-interactive review (accept-all without a per-sample read) does not pass this gate: "
+            "read and label the samples."
+        )
+    real = [sample.id for sample in report.samples if sample.id not in planted]
+    labelled = [sample_id for sample_id in real if sample_id in review.labels]
+    if len(labelled) < min(MIN_SAMPLES, len(real)):
+        reasons.append(f"Only {len(labelled)} samples labelled; label at least {min(MIN_SAMPLES, len(real))}.")
+    if review.disagreements:
+        reasons.append(
+            f"The reader disagrees with the rewards on samples {review.disagreements}: fix the reward "
+            "function first, then inspect again."
+        )
+    if review.failed_attention_checks:
+        reasons.append(
+            f"The review missed {review.failed_attention_checks} planted attention check(s) (samples "
+            "shown with a deliberately wrong score were accepted): it is rejected as not read."
+        )
+    return reasons
+
+
+def record_review(request: ReviewRequest) -> InspectionReport:
+    """Store a reader's verdicts and decide the gate: 'passed' or 'failed' with what to fix.
+
+    ``labels`` maps sample id to True when the reader agrees with the rewards' judgment of it.
+    """
+    report_id, reviewer, labels = request.report_id, request.reviewer, request.labels
+    reviewer_kind, non_interactive, notes = request.reviewer_kind, request.non_interactive, request.notes
+    report = load_report(report_id)
+    if not reviewer.strip():
+        raise SkillError("The review has no reviewer.", "Send the reviewer's name (a person or an agent).")
+    known = {sample.id for sample in report.samples}
+    unknown = sorted(set(labels) - known)
+    if unknown:
+        raise SkillError(f"Labels for unknown sample ids {unknown[:10]}.", f"Send ids between 0 and {max(known)}.")
+    planted = _planted(report_id)
+    if non_interactive:
+        labels = {sample_id: True for sample_id in known}
+    review = Review(
+        reviewer=reviewer,
+        reviewer_kind=reviewer_kind,
+        labels=labels,
+        non_interactive=non_interactive,
+        notes=notes,
+        recorded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        disagreements=sorted(i for i, agree in labels.items() if not agree and i not in planted),
+        failed_attention_checks=sum(1 for i in planted if labels.get(i, True)),
+    )
+    reasons = evaluate_review(report, review, planted)
+    report.review = review
+    report.verdict = "failed" if reasons else "passed"
+    report.verdict_reasons = reasons
+    return save_report(report)
+
+
+def require_passed_inspection(rewards: list[RewardSpec]) -> InspectionReport:
+    """The newest passed inspection of exactly these rewards, or a clear error saying what to do."""
+    fingerprint, parts = reward_fingerprint(rewards)
+    reports = sorted(_report_dir().glob("insp-*.json"), reverse=True)
+    same_names = None
+    for path in reports:
+        if path.name.endswith(".key.json"):
+            continue
+        report = InspectionReport.model_validate_json(path.read_text())
+        if report.verdict != "passed":
+            continue
+        if report.reward_fingerprint == fingerprint:
+            return report
+        if same_names is None and [s.name for s in report.rewards] == [s.name for s in rewards]:
+            same_names = report
+    if same_names is not None:
+        key = _report_dir() / f"{same_names.id}.key.json"
+        old = json.loads(key.read_text())["fingerprint_parts"] if key.is_file() else {}
+        changed = [name.split(":", 1)[1] for name, value in parts.items() if old.get(name) != value]
+        raise SkillError(
+            f"Reward function {', '.join(changed) or 'set'} changed since inspection {same_names.id} (spec, source "
+            "or library version).",
+            "Inspect again: inspect_rewards, then record_review.",
+        )
+    raise SkillError(
+        "No passed inspection for these reward functions: training on an uninspected reward is how runs reward-hack.",
+        "Run inspect_rewards on 50-100 samples and record a review (record_review) that passes.",
+    )

@@ -1,0 +1,155 @@
+"""The inspection contracts: what is inspected, what was found, and what a reviewer said."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from skill.models import EMBEDDED_MODEL_ID
+from skill.rewards.spec import RewardSpec
+
+MIN_SAMPLES = 50
+MAX_SAMPLES = 100
+
+
+class SuppliedSample(BaseModel):
+    """One sampled output to inspect, with the dataset columns its rewards read."""
+
+    prompt: Any = Field(description="Text or chat messages.")
+    completion: str
+    columns: dict[str, Any] = Field(default_factory=dict, description="Dataset columns, e.g. {'answer': '12'}.")
+    group: int | None = Field(default=None, description="Prompt group (samples of one prompt share it).")
+
+
+class GenerateSamples(BaseModel):
+    """Sample the policy on the task's prompts (the sampling module route_check uses)."""
+
+    model: str = EMBEDDED_MODEL_ID
+    rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and reward columns.")
+    dataset: str | None = Field(default=None, description="A .jsonl/.json/.csv/.parquet file or 'embedded:addition'.")
+    prompt_column: str = "prompt"
+    num_prompts: int = Field(default=8, gt=0)
+    n: int = Field(default=8, gt=0, description="Completions per prompt.")
+    temperature: float = Field(default=1.0, gt=0)
+    max_new_tokens: int = Field(default=256, gt=0)
+    seed: int = 3407
+
+    @model_validator(mode="after")
+    def _one_source(self) -> GenerateSamples:
+        if (self.rows is None) == (self.dataset is None):
+            raise ValueError("send exactly one of rows or dataset")
+        return self
+
+
+class InspectionRequest(BaseModel):
+    """Which rewards to inspect, and on which samples (exactly one source)."""
+
+    rewards: list[RewardSpec] = Field(min_length=1)
+    samples: list[SuppliedSample] | None = None
+    route_decision_id: str | None = Field(default=None, description="Reuse a route_check probe's samples.")
+    generate: GenerateSamples | None = None
+    planted: int = Field(default=3, ge=0, le=10, description="Attention checks mixed into the review, unmarked.")
+    seed: int = 3407
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InspectionRequest:
+        given = [self.samples is not None, self.route_decision_id is not None, self.generate is not None]
+        if sum(given) != 1:
+            raise ValueError("send exactly one of samples, route_decision_id or generate")
+        return self
+
+
+class SampleResult(BaseModel):
+    """One sample as every reward judged it."""
+
+    id: int
+    prompt: Any
+    completion: str
+    columns: dict[str, Any] = Field(default_factory=dict)
+    group: int | None = None
+    scores: dict[str, float | None]
+    total: float | None = Field(description="Weighted sum; None when a reward gave None.")
+    extracted: dict[str, str | None] = Field(default_factory=dict, description="Answer each extracting reward read.")
+    errors: dict[str, str] = Field(default_factory=dict)
+
+
+class RewardStats(BaseModel):
+    """Distribution of one reward over the samples."""
+
+    mean: float | None
+    std: float | None
+    minimum: float | None
+    maximum: float | None
+    none_rate: float
+    failure_rate: float
+    distinct_values: int
+    length_correlation: float | None = Field(description="Pearson r between the score and the completion's length.")
+    zero_variance_groups: float | None = Field(description="Share of prompt groups where this reward is constant.")
+    seconds: float
+
+
+class Flag(BaseModel):
+    """Something the reader must look at; blocking flags stop the gate until fixed."""
+
+    code: str
+    severity: Literal["blocking", "warning"]
+    reward: str | None = None
+    message: str
+    evidence: list[int] = Field(default_factory=list, description="Sample ids that show it.")
+
+
+class ProbeResult(BaseModel):
+    """A known hack tried against one reward."""
+
+    reward: str
+    probe: str
+    completion: str
+    score: float | None
+    expected: str = Field(description="What an honest reward gives it, e.g. '0' or 'below a correct completion'.")
+    reference_score: float | None = Field(description="The reward's score for a correct completion.")
+    hacked: bool
+    sample_id: int | None = None
+
+
+class Review(BaseModel):
+    """A reader's verdicts: for each sample id, whether they agree with the rewards' judgment."""
+
+    reviewer: str
+    reviewer_kind: Literal["human", "agent"]
+    labels: dict[int, bool] = Field(description="sample id -> True when the reader agrees with the judgment.")
+    non_interactive: bool = Field(default=False, description="Accepted everything without a per-sample read.")
+    notes: str = ""
+    recorded_at: str = ""
+    disagreements: list[int] = Field(default_factory=list)
+    failed_attention_checks: int = 0
+
+
+class InspectionReport(BaseModel):
+    """Everything inspect_rewards found, and the gate's verdict."""
+
+    id: str
+    created_at: str
+    rewards: list[RewardSpec]
+    reward_fingerprint: str
+    source: str = Field(description="Where the samples came from.")
+    samples: list[SampleResult]
+    stats: dict[str, RewardStats]
+    flags: list[Flag]
+    probe_results: list[ProbeResult]
+    review: Review | None = None
+    verdict: Literal["pending", "passed", "failed"] = "pending"
+    verdict_reasons: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+    paths: dict[str, str] = Field(default_factory=dict, description="The stored report and its Markdown / HTML.")
+
+
+class ReviewRequest(BaseModel):
+    """A reader's labels for an inspection report (the HTML page exports exactly this)."""
+
+    report_id: str
+    reviewer: str = Field(description="Who read the samples: a person's name or an agent's.")
+    reviewer_kind: Literal["human", "agent"] = "human"
+    labels: dict[int, bool] = Field(default_factory=dict, description="sample id -> agrees with the judgment.")
+    non_interactive: bool = Field(default=False, description="Accept all without reading (recorded; does not pass).")
+    notes: str = ""
