@@ -13,6 +13,10 @@ from skill.inspection_models import InspectionReport
 TRUNCATE = 600
 
 
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def _prompt_text(prompt: Any) -> str:
     if isinstance(prompt, list):
         return "\n".join(f"{m.get('role', '?')}: {m.get('content', '')}" for m in prompt if isinstance(m, dict))
