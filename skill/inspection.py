@@ -33,7 +33,10 @@ from skill.rewards.spec import RewardSpec
 from skill.sampling import Progress
 from skill.state import state_dir
 
-ACCEPT_NON_INTERACTIVE = False  # the gate policy: a --yes review is recorded, and it does not pass
+# The gate policy on a non-interactive review (--yes, accept all without a per-sample read): it is accepted
+# when nothing else blocks (no blocking flag), recorded as exactly that, and named as such in the run's
+# record and the model card. It cannot clear a blocking flag, and it is never counted as a read.
+ACCEPT_NON_INTERACTIVE = True
 
 
 def _collect(request: InspectionRequest, progress: Progress | None) -> tuple[list[SuppliedSample], str]:

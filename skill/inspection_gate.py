@@ -2,7 +2,8 @@
 
 Gate policy: at least 50 real samples labelled, zero disagreements, no blocking flag, and every
 planted attention check caught. A non-interactive review (``--yes``: accept without a per-sample
-read) is recorded as exactly that, and this policy does not accept it.
+read) is recorded as exactly that; it passes only when no flag blocks (ACCEPT_NON_INTERACTIVE), and
+the run and its model card say the rewards were accepted unread.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def record_review(request: ReviewRequest) -> InspectionReport:
         notes=notes,
         recorded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         disagreements=sorted(i for i, agree in labels.items() if not agree and i not in planted),
-        failed_attention_checks=sum(1 for i in planted if labels.get(i, True)),
+        failed_attention_checks=0 if non_interactive else sum(1 for i in planted if labels.get(i, True)),
     )
     reasons = evaluate_review(report, review, planted)
     report.review = review

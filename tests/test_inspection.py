@@ -138,7 +138,7 @@ def test_gate_refuses_then_accepts():
     rubber = record_review(
         ReviewRequest(report_id=report.id, reviewer="bot", reviewer_kind="agent", non_interactive=True)
     )
-    assert rubber.verdict == "failed" and rubber.review.non_interactive
+    assert rubber.verdict == "passed" and rubber.review.non_interactive  # accepted by policy, recorded as unread
     passed = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=labels))
     assert passed.verdict == "passed" and passed.review.reviewer == "ana"
     assert require_passed_inspection(SOUND).id == report.id
@@ -148,6 +148,8 @@ def test_blocking_flags_fail_the_gate_even_with_a_clean_review():
     report = inspect([RewardSpec(name="flawed_rewards:substring_match", role="correctness")])
     result = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=honest_labels(report)))
     assert result.verdict == "failed" and any("candidate_list" in r for r in result.verdict_reasons)
+    unread = record_review(ReviewRequest(report_id=report.id, reviewer="ana", non_interactive=True))
+    assert unread.verdict == "failed"
 
 
 def test_fingerprint_follows_the_source_of_a_user_reward(tmp_path, monkeypatch):

@@ -1,0 +1,1 @@
+"""Training runs: preflight checks, the worker process, the job store, health diagnostics."""

@@ -1,0 +1,164 @@
+"""Checks before a run starts: refuse with the reason, before any process is spawned.
+
+An explicit ``force`` with a recorded reason overrides the memory and route checks, never the
+inspection gate. The data is loaded, checked for the columns the rewards read, filtered for prompts
+over the token budget (TRL 1.16 no longer truncates prompts), and split into training and held-out
+prompts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from typing import Any
+
+from skill.errors import SkillError
+from skill.recipe import GRPORecipe
+
+HELD_OUT_FRACTION = 0.1
+MIN_HELD_OUT = 8
+DEFAULT_ANSWER_REWARDS = {"exact_match": "answer", "math": "answer", "unit_tests": "tests"}
+
+
+def columns_read(recipe: GRPORecipe) -> set[str]:
+    """Dataset columns the recipe's rewards read (params ending in _column, and each reward's default)."""
+    needed = set(recipe.dataset.columns)
+    for spec in recipe.rewards:
+        columns = {value for key, value in spec.params.items() if key.endswith("_column") and isinstance(value, str)}
+        default = DEFAULT_ANSWER_REWARDS.get(spec.name)
+        if default and not any(key.endswith("_column") for key in spec.params if key != "schema_column"):
+            columns.add(default)
+        needed |= columns
+    return needed
+
+
+def load_rows(recipe: GRPORecipe) -> list[dict[str, Any]]:
+    """The recipe's dataset as rows, loaded here (a local file, the embedded task, or a cached hub dataset)."""
+    from pathlib import Path
+
+    from skill.demo.task import DEMO_DATASET_ID, addition_rows
+
+    spec = recipe.dataset
+    if spec.name == DEMO_DATASET_ID:
+        return addition_rows(200)
+    formats = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+    from datasets import load_dataset
+
+    try:
+        if Path(spec.name).suffix in formats:
+            dataset = load_dataset(formats[Path(spec.name).suffix], data_files=spec.name, split="train")
+        else:
+            dataset = load_dataset(spec.name, split=spec.split)
+    except Exception as exc:  # network, missing file, bad format: all refuse the run the same way
+        raise SkillError(
+            f"Cannot load dataset {spec.name!r}: {exc}", "Send a local file or a cached dataset."
+        ) from None
+    rows = list(dataset)
+    if spec.prompt_column != "prompt":
+        for row in rows:
+            row["prompt"] = row.pop(spec.prompt_column, None)
+    return rows
+
+
+def check_columns(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        raise SkillError(f"Dataset {recipe.dataset.name!r} is empty.", "Send a dataset with prompts.")
+    needed = {"prompt"} | columns_read(recipe)
+    missing = sorted(needed - set(rows[0]))
+    if missing:
+        raise SkillError(
+            f"Dataset {recipe.dataset.name!r} lacks column(s) {missing} that the prompt or the rewards read "
+            f"(it has {sorted(rows[0])}).",
+            "Add the columns, or set the rewards' *_column params / dataset.prompt_column to existing ones.",
+        )
+
+
+def filter_long_prompts(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Drop prompts longer than the recipe's token budget; returns the kept rows and how many were dropped."""
+    from transformers import AutoTokenizer
+
+    from skill.models import resolve_model_path
+    from skill.sampling import render_prompt
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(recipe.model.name))
+    budget = recipe.dataset.max_prompt_tokens
+    kept = [row for row in rows if len(tokenizer(render_prompt(tokenizer, row["prompt"]))["input_ids"]) <= budget]
+    if not kept:
+        raise SkillError(f"Every prompt is longer than {budget} tokens.", "Raise dataset.max_prompt_tokens.")
+    return kept, len(rows) - len(kept)
+
+
+def split_held_out(rows: list[dict[str, Any]], seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Keep a held-out share of prompts for evaluation (never trained on).
+
+    >>> train, held = split_held_out([{"prompt": str(i)} for i in range(100)], 3407)
+    >>> len(train), len(held), not {r["prompt"] for r in train} & {r["prompt"] for r in held}
+    (90, 10, True)
+    """
+    shuffled = list(rows)
+    random.Random(seed).shuffle(shuffled)
+    count = max(MIN_HELD_OUT, int(len(shuffled) * HELD_OUT_FRACTION)) if len(shuffled) > 2 * MIN_HELD_OUT else 0
+    return shuffled[count:], shuffled[:count]
+
+
+def check_target(recipe: GRPORecipe) -> list[str]:
+    """This machine must be the recipe's target: a GPU recipe needs CUDA here, vLLM needs vLLM installed."""
+    notes = []
+    if recipe.hardware.accelerator == "gpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SkillError(
+                "This recipe targets GPUs and this machine has none.",
+                "Run it on its target (grpo-rlvr config --output script, or the launch plan), or emit a CPU recipe.",
+            )
+    if recipe.trl.get("use_vllm") and importlib.util.find_spec("vllm") is None:
+        raise SkillError(
+            "The recipe generates with vLLM, which is not installed here.",
+            "Install the vllm extra (pip install 'grpo-rlvr[vllm]'), or emit the recipe with use_vllm=False.",
+        )
+    if recipe.launch.training_processes > 1:
+        notes.append(f"{recipe.launch.training_processes} training processes: launched with torchrun.")
+    return notes
+
+
+def check_route(recipe: GRPORecipe, force: bool) -> list[str]:
+    if not recipe.provenance.route_decision:
+        return ["No route decision recorded (route_check was not run for this recipe)."]
+    from skill.routing import load_route
+
+    decision, _ = load_route(recipe.provenance.route_decision)
+    if decision.route == "grpo":
+        return [f"Route {decision.id}: grpo."]
+    if not force:
+        raise SkillError(
+            f"Route decision {decision.id} sent this task to {decision.route!r}: {decision.reasons[0]}",
+            "Follow its next step, or pass force with a reason to train anyway.",
+        )
+    return [f"Route {decision.id} said {decision.route}; forced."]
+
+
+def check_memory(recipe: GRPORecipe, force: bool) -> list[str]:
+    from skill.memory import estimate_memory
+
+    request = recipe.memory_request()
+    if recipe.hardware.accelerator == "cpu":
+        available = _available_ram_gib()
+        request = request.model_copy(
+            update={"hardware": recipe.hardware.model_copy(update={"memory_gib_per_gpu": available})}
+        )
+    estimate = estimate_memory(request)
+    line = f"Memory: peak {estimate.peak_gib:.2f} GiB of {estimate.capacity_gib:.1f} GiB available."
+    if estimate.fits:
+        return [line]
+    if not force:
+        fixes = ", ".join(f"{r.name} ({r.peak_gib:.1f} GiB)" for r in estimate.remedies if r.fits) or "none here"
+        raise SkillError(f"{line} It does not fit.", f"Remedies that fit: {fixes}; or pass force with a reason.")
+    return [line + " Does not fit; forced."]
+
+
+def _available_ram_gib() -> float:
+    for line in open("/proc/meminfo"):  # noqa: SIM115 (a two-line read of a virtual file)
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return 16.0

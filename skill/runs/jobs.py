@@ -1,0 +1,320 @@
+"""The job API: run_grpo returns at once with a run id; run_status, run_logs, cancel_run, list_runs read the
+truth on disk (and reap the processes this server started, to know their exit code or signal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from skill.errors import SkillError
+from skill.recipe import GRPORecipe
+from skill.runs.store import (
+    FINAL_STATES,
+    RunRecord,
+    RunState,
+    is_alive,
+    process_start_ticks,
+    read_jsonl,
+    read_record,
+    run_dir,
+    runs_root,
+    tail,
+    validate_run_id,
+    write_record,
+)
+from skill.sampling import Progress
+
+MAX_RUNS_ENV = "GRPO_RLVR_MAX_RUNS"
+CANCEL_GRACE_S = 10.0
+_CHILDREN: dict[str, subprocess.Popen] = {}
+
+
+class RunRequest(BaseModel):
+    """Start (or resume) a GRPO run of a recipe on this machine."""
+
+    recipe: GRPORecipe | None = Field(default=None, description="The recipe (emit_grpo_config's output).")
+    run_id: str | None = Field(default=None, description="A name for the run (default: generated).")
+    resume_run_id: str | None = Field(default=None, description="Continue this run from its last checkpoint.")
+    force: bool = Field(default=False, description="Override the memory and route checks (never the inspection).")
+    force_reason: str = ""
+    held_out_fraction: float = Field(default=0.1, ge=0, lt=1)
+
+
+class RunStatus(BaseModel):
+    """Where a run stands."""
+
+    run_id: str
+    state: RunState
+    step: int = 0
+    max_steps: int | None = None
+    eta_seconds: float | None = None
+    seconds_per_step: float | None = None
+    last_metrics: list[dict[str, Any]] = Field(default_factory=list)
+    health: list[dict[str, Any]] = Field(default_factory=list, description="Warnings with suggested variants.")
+    reason: str | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    paths: dict[str, str] = Field(default_factory=dict)
+
+
+class RunLogs(BaseModel):
+    run_id: str
+    lines: list[str]
+
+
+class RunList(BaseModel):
+    runs: list[RunStatus]
+
+
+def _refresh(directory: Path) -> RunRecord:
+    """Reconcile run.json with the process: a dead process is never left 'running'."""
+    record = read_record(directory)
+    child = _CHILDREN.get(record.run_id)
+    if child is not None and child.poll() is not None:
+        _CHILDREN.pop(record.run_id, None)
+        record = read_record(directory)
+        if record.state not in FINAL_STATES:
+            code = child.returncode
+            record.state = "failed"
+            record.exit_code, record.signal = (None, -code) if code < 0 else (code, None)
+            record.reason = (
+                (f"killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with code {code}")
+                + "; last log lines: "
+                + " | ".join(tail(directory / "train.log", 3))
+            )
+            record.ended_at = time.time()
+            write_record(directory, record)
+    elif record.state in ("starting", "running") and record.pid is not None and not is_alive(record):
+        record = read_record(directory)
+        if record.state not in FINAL_STATES:
+            record.state = "failed"
+            record.reason = "the training process is gone (killed, or the machine restarted); last log lines: " + (
+                " | ".join(tail(directory / "train.log", 3))
+            )
+            record.ended_at = time.time()
+            write_record(directory, record)
+    return record
+
+
+def _status(directory: Path, points: int = 5) -> RunStatus:
+    record = _refresh(directory)
+    metrics = read_jsonl(directory / "metrics.jsonl")
+    step = metrics[-1]["step"] if metrics else 0
+    per_step = None
+    if len(metrics) >= 2:
+        per_step = (metrics[-1]["time"] - metrics[0]["time"]) / max(1, metrics[-1]["step"] - metrics[0]["step"])
+    eta = per_step * (record.max_steps - step) if per_step and record.max_steps and record.state == "running" else None
+    health: list[dict[str, Any]] = []
+    if metrics:
+        from skill.runs.health import diagnose
+
+        recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
+        health = [w.model_dump() for w in diagnose(metrics, recipe.rewards, recipe.trl.get("max_completion_length"))]
+    paths = {
+        name: str(directory / name)
+        for name in ("train.log", "metrics.jsonl", "completions.jsonl", "reward_curve.png", "final")
+        if (directory / name).exists()
+    }
+    return RunStatus(
+        run_id=record.run_id,
+        state=record.state,
+        step=step,
+        max_steps=record.max_steps,
+        eta_seconds=eta,
+        seconds_per_step=per_step,
+        last_metrics=metrics[-points:],
+        health=health,
+        reason=record.reason,
+        exit_code=record.exit_code,
+        signal=record.signal,
+        paths=paths,
+    )
+
+
+def _live_runs() -> list[str]:
+    live = []
+    for directory in runs_root().iterdir():
+        if (directory / "run.json").is_file() and _refresh(directory).state in ("starting", "running"):
+            live.append(directory.name)
+    return live
+
+
+def _spawn(directory: Path, resume: bool) -> RunRecord:
+    record = read_record(directory)
+    command = [sys.executable, "-m", "skill.runs.worker", str(directory)] + (["--resume"] if resume else [])
+    log = (directory / "train.log").open("a")
+    child = subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=directory,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    log.close()
+    _CHILDREN[record.run_id] = child
+    record.pid, record.process_start_ticks = child.pid, process_start_ticks(child.pid)
+    record.command = command
+    record.state = "running" if record.state == "starting" else record.state
+    write_record(directory, record)
+    return record
+
+
+def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
+    """Every check, then the run directory, built aside and renamed into place: never half-written."""
+    from skill.inspection_gate import require_passed_inspection
+    from skill.runs import checks
+
+    inspection = require_passed_inspection(recipe.rewards)  # never overridable
+    if request.force and not request.force_reason.strip():
+        raise SkillError(
+            "force needs a recorded reason.", "Send force_reason explaining why the checks are overridden."
+        )
+    notes = [f"Inspection {inspection.id} passed ({_review_line(inspection)})."]
+    notes += checks.check_target(recipe)
+    notes += checks.check_route(recipe, request.force)
+    notes += checks.check_memory(recipe, request.force)
+    rows = checks.load_rows(recipe)
+    checks.check_columns(recipe, rows)
+    rows, dropped = checks.filter_long_prompts(recipe, rows)
+    if dropped:
+        notes.append(f"Dropped {dropped} prompt(s) over {recipe.dataset.max_prompt_tokens} tokens.")
+    train, held_out = checks.split_held_out(rows, recipe.trl.get("seed", 3407))
+    notes.append(f"{len(train)} training prompts, {len(held_out)} held out for evaluation.")
+    staging = Path(tempfile.mkdtemp(prefix=f".{run_id}-", dir=runs_root()))
+    try:
+        (staging / "recipe.json").write_text(recipe.model_dump_json(indent=1))
+        (staging / "train.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in train))
+        (staging / "heldout.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in held_out))
+        write_record(
+            staging,
+            RunRecord(
+                run_id=run_id,
+                max_steps=recipe.trl.get("max_steps"),
+                checks=notes,
+                force_reason=request.force_reason or None,
+                inspection_id=inspection.id,
+                review=_review_line(inspection),
+            ),
+        )
+        target = runs_root() / run_id
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def _review_line(report: Any) -> str:
+    review = report.review
+    if review is None:
+        return "no review"
+    how = "non-interactive accept (--yes), not read sample by sample" if review.non_interactive else "read and labelled"
+    return f"{review.reviewer_kind} {review.reviewer}: {how}"
+
+
+def run_grpo(request: RunRequest) -> RunStatus:
+    """Start a GRPO run in its own process and return at once with its id (or resume one).
+
+    Checks first, refusing with the reason: a passed inspection matching the recipe's rewards (never
+    overridable), the route decision, the memory estimate, the target machine, the data's columns and
+    prompt lengths. A cap on concurrent runs (GRPO_RLVR_MAX_RUNS, default 1) refuses with the running ones.
+    """
+    live = _live_runs()
+    limit = int(os.environ.get(MAX_RUNS_ENV, "1"))
+    if len(live) >= limit:
+        raise SkillError(
+            f"{len(live)} run(s) already running ({', '.join(live)}); the limit is {limit}.",
+            f"Wait for or cancel one (cancel_run), or raise {MAX_RUNS_ENV}.",
+        )
+    if request.resume_run_id:
+        directory = run_dir(request.resume_run_id)
+        record = _refresh(directory)
+        if record.state in ("starting", "running"):
+            raise SkillError(f"Run {record.run_id} is still running.", "Cancel it first, or wait.")
+        record.state, record.reason, record.exit_code, record.signal, record.ended_at = (
+            "running",
+            None,
+            None,
+            None,
+            None,
+        )
+        write_record(directory, record)
+        _spawn(directory, resume=True)
+        return _status(directory)
+    if request.recipe is None:
+        raise SkillError("No recipe to run.", "Send recipe (from emit_grpo_config) or resume_run_id.")
+    run_id = validate_run_id(request.run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}")
+    if (runs_root() / run_id).exists():
+        raise SkillError(f"Run {run_id!r} exists.", "Send another run_id, or resume_run_id to continue it.")
+    directory = _prepare(request, request.recipe, run_id)
+    _spawn(directory, resume=False)
+    return _status(directory)
+
+
+def run_status(run_id: str, wait_seconds: float = 0.0, progress: Progress | None = None) -> RunStatus:
+    """State, step, ETA, the last metric points and health warnings; waits up to wait_seconds for it to move."""
+    directory = run_dir(run_id)
+    status = _status(directory)
+    deadline = time.time() + max(0.0, wait_seconds)
+    while status.state in ("starting", "running") and time.time() < deadline:
+        time.sleep(min(2.0, max(0.1, deadline - time.time())))
+        status = _status(directory)
+        if progress is not None and status.max_steps:
+            progress(status.step, status.max_steps, f"step {status.step}/{status.max_steps} ({status.state})")
+    return status
+
+
+def run_logs(run_id: str, lines: int = 100) -> RunLogs:
+    """The last lines of the run's train.log."""
+    return RunLogs(run_id=run_id, lines=tail(run_dir(run_id) / "train.log", max(1, min(lines, 5000))))
+
+
+def cancel_run(run_id: str) -> RunStatus:
+    """Stop a run: SIGTERM to its process group, SIGKILL after a grace period; nothing is left behind."""
+    directory = run_dir(run_id)
+    record = _refresh(directory)
+    if record.state in FINAL_STATES:
+        return _status(directory)
+    record.state, record.reason, record.ended_at = "cancelled", "cancelled on request", time.time()
+    write_record(directory, record)
+    if record.pid is not None and is_alive(record):
+        for sig, wait in ((signal.SIGTERM, CANCEL_GRACE_S), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(record.pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.time() + wait
+            while time.time() < deadline and is_alive(record):
+                child = _CHILDREN.get(run_id)
+                if child is not None:
+                    child.poll()
+                time.sleep(0.1)
+            if not is_alive(record):
+                break
+    child = _CHILDREN.pop(run_id, None)
+    if child is not None:
+        child.wait(timeout=5)
+    return _status(directory)
+
+
+def list_runs() -> RunList:
+    """Every run under the state root, newest first."""
+    directories = sorted(
+        (p for p in runs_root().iterdir() if (p / "run.json").is_file()),
+        key=lambda p: read_record(p).created_at,
+        reverse=True,
+    )
+    return RunList(runs=[_status(directory, points=1) for directory in directories])

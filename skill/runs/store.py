@@ -1,0 +1,138 @@
+"""The truth on disk: one directory per run under the state root, and what its run.json says.
+
+runs/<run_id>/: recipe.json, run.json (state, pid and process start time, times, exit code, reason),
+train.jsonl / heldout.jsonl (the data as split), metrics.jsonl, completions.jsonl, train.log,
+checkpoints/, reward_curve.png, final/. A server restart finds its runs again from these files;
+liveness is the pid *and* the process start time, since pids are reused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from skill.errors import SkillError
+from skill.state import state_dir
+
+RunState = Literal["starting", "running", "succeeded", "failed", "cancelled"]
+FINAL_STATES = ("succeeded", "failed", "cancelled")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+
+
+class RunRecord(BaseModel):
+    """run.json: what the runner knows about one run."""
+
+    run_id: str
+    state: RunState = "starting"
+    pid: int | None = None
+    process_start_ticks: int | None = Field(default=None, description="Field 22 of /proc/<pid>/stat.")
+    created_at: float = Field(default_factory=time.time)
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
+    max_steps: int | None = None
+    resumed_from_step: int | None = None
+    force_reason: str | None = None
+    inspection_id: str | None = None
+    review: str | None = Field(default=None, description="Who reviewed the inspection, and how.")
+    checks: list[str] = Field(default_factory=list, description="What the preflight checked and decided.")
+    command: list[str] = Field(default_factory=list)
+
+
+def validate_run_id(run_id: str) -> str:
+    """Refuse ids that could escape the runs directory.
+
+    >>> validate_run_id("demo-1")
+    'demo-1'
+    >>> validate_run_id("../x")
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: Run id '../x' is not allowed. Send letters, digits, '.', '_' and '-' (no '/' or '..').
+    """
+    if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise SkillError(
+            f"Run id {run_id!r} is not allowed.", "Send letters, digits, '.', '_' and '-' (no '/' or '..')."
+        )
+    return run_id
+
+
+def runs_root() -> Path:
+    return state_dir("runs")
+
+
+def run_dir(run_id: str) -> Path:
+    """The directory of an existing run."""
+    path = runs_root() / validate_run_id(run_id)
+    if not (path / "run.json").is_file():
+        raise SkillError(f"No run {run_id!r} under {runs_root()}.", "Send an id from list_runs.")
+    return path
+
+
+def read_record(directory: Path) -> RunRecord:
+    return RunRecord.model_validate_json((directory / "run.json").read_text())
+
+
+def write_record(directory: Path, record: RunRecord) -> None:
+    """Replace run.json atomically: readers never see half a file."""
+    staging = directory / "run.json.tmp"
+    staging.write_text(record.model_dump_json(indent=1))
+    staging.replace(directory / "run.json")
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The kernel's start time of a process (clock ticks since boot), or None if it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after its closing one.
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[19])
+
+
+def is_alive(record: RunRecord) -> bool:
+    """The recorded process still exists and is the same process (same start time), not a zombie."""
+    if record.pid is None:
+        return False
+    ticks = process_start_ticks(record.pid)
+    if ticks is None or ticks != record.process_start_ticks:
+        return False
+    try:
+        state = Path(f"/proc/{record.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Lines of a JSONL file; a torn last line (a writer killed mid-write) is skipped."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def append_jsonl(path: Path, row: dict[str, Any]) -> None:
+    with path.open("a") as handle:
+        handle.write(json.dumps(row, default=str) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def tail(path: Path, lines: int) -> list[str]:
+    if not path.is_file():
+        return []
+    return path.read_text(errors="replace").splitlines()[-lines:]
