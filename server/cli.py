@@ -284,10 +284,83 @@ def command_review(args: argparse.Namespace) -> None:
         print(f"  - {reason}")
 
 
+def _print_status(status: Any) -> None:
+    print(
+        f"{status.run_id}: {status.state}  step {status.step}/{status.max_steps or '?'}"
+        + (f"  eta {status.eta_seconds:.0f} s" if status.eta_seconds else "")
+    )
+    if status.reason:
+        print(f"  reason: {status.reason}")
+    for point in status.last_metrics[-3:]:
+        rewards = " ".join(
+            f"{k.split('/')[1]}={v:.3f}"
+            for k, v in point.items()
+            if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, int | float)
+        )
+        print(f"  step {point.get('step')}: reward {point.get('reward', float('nan')):.3f} {rewards}")
+    for warning in status.health:
+        print(f"  health: {warning['message']}")
+    for name, path in status.paths.items():
+        print(f"  {name}: {path}")
+
+
+def command_run(args: argparse.Namespace) -> None:
+    from skill.recipe import GRPORecipe
+    from skill.runs.jobs import RunRequest, run_grpo
+
+    recipe = None
+    if args.recipe:
+        recipe = GRPORecipe.model_validate_json(Path(args.recipe).read_text())
+    request = RunRequest(
+        recipe=recipe,
+        run_id=args.run_id,
+        resume_run_id=args.resume,
+        force=args.force,
+        force_reason=args.force_reason or "",
+    )
+    _print_status(run_grpo(request))
+
+
+def command_status(args: argparse.Namespace) -> None:
+    from skill.runs.jobs import run_status
+
+    status = run_status(args.run_id, args.wait, progress=_print_progress if args.wait else None)
+    print(status.model_dump_json(indent=2)) if args.output == "json" else _print_status(status)
+
+
+def command_logs(args: argparse.Namespace) -> None:
+    from skill.runs.jobs import run_logs
+
+    print("\n".join(run_logs(args.run_id, args.lines).lines))
+
+
+def command_cancel(args: argparse.Namespace) -> None:
+    from skill.runs.jobs import cancel_run
+
+    _print_status(cancel_run(args.run_id))
+
+
+def command_runs(args: argparse.Namespace) -> None:
+    from skill.runs.jobs import list_runs
+
+    for status in list_runs().runs:
+        print(f"{status.run_id:40s} {status.state:10s} step {status.step}/{status.max_steps or '?'}")
+
+
 def command_demo(args: argparse.Namespace) -> None:
-    from skill.demo.pipeline import demo_recipe_request
+    from skill.demo.pipeline import demo_recipe_request, run_demo
     from skill.emit import emit_grpo_config
 
+    if not args.recipe_only:
+        if not args.yes:
+            raise SkillError(
+                "The demo reviews its reward inspection non-interactively and needs your explicit --yes for that.",
+                "Run grpo-rlvr demo --yes (make demo does), or inspect and review yourself: grpo-rlvr inspect/review.",
+            )
+        result = run_demo(steps=args.steps, eval_prompts=args.eval_prompts, samples_per_prompt=args.samples)
+        if args.output == "json":
+            print(result.model_dump_json(indent=2))
+        return
     if args.output == "summary":
         print("grpo-rlvr demo: the embedded SmolLM2-135M-Instruct learning 'What is a + b?' on this CPU.\n")
     recipe = emit_grpo_config(demo_recipe_request())
@@ -380,7 +453,34 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--yes", action="store_true", help="accept all without reading (recorded; does not pass)")
     review.set_defaults(handler=command_review)
 
+    run = commands.add_parser("run", help="start (or resume) a GRPO run of a recipe (run_grpo)")
+    run.add_argument("recipe", nargs="?", help="GRPORecipe JSON file (grpo-rlvr config --output json)")
+    run.add_argument("--run-id")
+    run.add_argument("--resume", metavar="RUN_ID", help="continue this run from its last checkpoint")
+    run.add_argument("--force", action="store_true", help="override the memory and route checks")
+    run.add_argument("--force-reason")
+    run.set_defaults(handler=command_run)
+    status = commands.add_parser("status", help="a run's state, metrics and health (run_status)")
+    status.add_argument("run_id")
+    status.add_argument("--wait", type=float, default=0.0, help="follow it for up to this many seconds")
+    status.add_argument("--output", choices=["summary", "json"], default="summary")
+    status.set_defaults(handler=command_status)
+    logs = commands.add_parser("logs", help="tail a run's log (run_logs)")
+    logs.add_argument("run_id")
+    logs.add_argument("--lines", type=int, default=100)
+    logs.set_defaults(handler=command_logs)
+    cancel = commands.add_parser("cancel", help="stop a run (cancel_run)")
+    cancel.add_argument("run_id")
+    cancel.set_defaults(handler=command_cancel)
+    runs = commands.add_parser("runs", help="list runs (list_runs)")
+    runs.set_defaults(handler=command_runs)
+
     demo = commands.add_parser("demo", help="the main flow on the embedded SmolLM2 and its addition task")
+    demo.add_argument("--yes", action="store_true", help="accept the reward inspection without reading (recorded)")
+    demo.add_argument("--recipe-only", action="store_true", help="only emit and print the demo's recipe")
+    demo.add_argument("--steps", type=int, default=40)
+    demo.add_argument("--eval-prompts", type=int, default=50)
+    demo.add_argument("--samples", type=int, default=4, help="samples per held-out prompt")
     demo.add_argument("--output", choices=["summary", "json", "script"], default="summary")
     demo.set_defaults(handler=command_demo)
 

@@ -22,6 +22,7 @@ from skill.inspection_models import InspectionReport, InspectionRequest, ReviewR
 from skill.memory import MemoryEstimate, MemoryRequest, estimate_memory
 from skill.recipe import GRPORecipe
 from skill.routing import RouteDecision, RouteRequest, route_check
+from skill.runs.jobs import RunList, RunLogs, RunRequest, RunStatus
 
 logger = logging.getLogger("grpo_rlvr.server")
 T = TypeVar("T")
@@ -156,7 +157,64 @@ def build_server() -> MCPServer:
 
         return record_review(request)
 
+    _register_run_tools(server)
     return server
+
+
+def _register_run_tools(server: MCPServer) -> None:
+    from skill.runs import jobs
+
+    def annotations(read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
+        return ToolAnnotations(
+            read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent, open_world_hint=False
+        )
+
+    @server.tool(name="run_grpo", title="Start a GRPO training run", annotations=annotations(False, False, False))
+    @_as_tool_errors
+    def run_grpo_tool(request: RunRequest) -> RunStatus:
+        """Start a real GRPO run of a recipe (from emit_grpo_config) on this machine, in its own process; returns
+        at once with the run id. Refuses, with the reason, rewards without a passed inspection (never overridable),
+        a route decision that is not grpo, a recipe that does not fit memory (force + force_reason overrides these
+        two), a target this machine is not (GPU recipe without a GPU, vLLM not installed), data missing the columns
+        the rewards read. Send resume_run_id to continue a stopped run from its last checkpoint. Next: run_status
+        (with wait_seconds to follow it), run_logs, cancel_run."""
+        return jobs.run_grpo(request)
+
+    @server.tool(name="run_status", title="Status of a run", annotations=annotations(True, False, True))
+    @_as_tool_errors
+    def run_status_tool(run_id: str, ctx: Context, wait_seconds: float = 0.0) -> RunStatus:
+        """State (starting|running|succeeded|failed|cancelled), step and ETA, the last metric points (rewards per
+        function, kl, entropy, lengths...), health warnings with the variant or re-weighting to apply, and the
+        run's files. wait_seconds (up to 600) blocks while the run moves, reporting progress meanwhile."""
+        return jobs.run_status(run_id, min(max(wait_seconds, 0.0), 600.0), progress=_progress_reporter(ctx))
+
+    @server.tool(name="run_logs", title="Tail a run's log", annotations=annotations(True, False, True))
+    @_as_tool_errors
+    def run_logs_tool(run_id: str, lines: int = 100) -> RunLogs:
+        """The last lines of a run's train.log (progress lines, warnings, a traceback if it failed)."""
+        return jobs.run_logs(run_id, lines)
+
+    @server.tool(name="cancel_run", title="Cancel a run", annotations=annotations(False, True, True))
+    @_as_tool_errors
+    def cancel_run_tool(run_id: str) -> RunStatus:
+        """Stop a running run (SIGTERM to its process group, then SIGKILL); its checkpoints stay, so it can be
+        resumed with run_grpo(resume_run_id=...)."""
+        return jobs.cancel_run(run_id)
+
+    @server.tool(name="list_runs", title="List runs", annotations=annotations(True, False, True))
+    @_as_tool_errors
+    def list_runs_tool() -> RunList:
+        """Every run under the state root, newest first, with state and step."""
+        return jobs.list_runs()
+
+    @server.resource("grpo://runs/{run_id}/metrics", mime_type="application/json")
+    def run_metrics(run_id: str) -> str:
+        """A run's logged metric points (metrics.jsonl as a JSON array)."""
+        import json
+
+        from skill.runs.store import read_jsonl, run_dir
+
+        return json.dumps(read_jsonl(run_dir(run_id) / "metrics.jsonl"))
 
 
 def serve_stdio() -> None:

@@ -37,3 +37,8 @@ def by_mode(prompts, completions, mode, **kwargs) -> list[float]:
     completion's length parity (random completions make that a mixed group)."""
     outcomes = {"pass": lambda text: 1.0, "fail": lambda text: 0.0, "coin": lambda text: float(len(text) % 2 == 0)}
     return [outcomes[m](_text(c)) for c, m in zip(completions, mode, strict=True)]
+
+
+def always_raises(prompts, completions, **kwargs):
+    """A broken user reward: training must survive it."""
+    raise RuntimeError("this reward is broken")

@@ -79,6 +79,6 @@ def test_state_root_flag_is_honoured(tmp_path, monkeypatch, capsys):
     from skill.state import STATE_ROOT_ENV, state_root
 
     monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path / "elsewhere"))
-    assert main(["--state-root", str(tmp_path / "state"), "demo", "--output", "json"]) == 0
+    assert main(["--state-root", str(tmp_path / "state"), "demo", "--recipe-only", "--output", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["model"]["name"] == "embedded:SmolLM2-135M-Instruct"
     assert state_root() == tmp_path / "state"

@@ -8,12 +8,22 @@ learned to be well-formed but wrong, which is why the weights are not equal.
 
 from __future__ import annotations
 
-from skill.demo.task import DEMO_DATASET_ID
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from skill.demo.task import DEMO_DATASET_ID, addition_rows
 from skill.emit import RecipeRequest
 from skill.hardware import HardwareSpec
 from skill.models import EMBEDDED_MODEL_ID
 from skill.recipe import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
+from skill.runs.evaluation import Evaluation
+from skill.sampling import Progress
 
 DEMO_STEPS = 40
 
@@ -56,3 +66,151 @@ def demo_recipe_request() -> RecipeRequest:
         },
         max_steps=DEMO_STEPS,
     )
+
+
+class DemoResult(BaseModel):
+    """What the demo measured, end to end."""
+
+    route_id: str
+    route: str
+    inspection_id: str
+    run_id: str | None = None
+    run_state: str | None = None
+    before: Evaluation | None = None
+    after: Evaluation | None = None
+    correctness_first_10: float | None = None
+    correctness_last_10: float | None = None
+    seconds: float = 0.0
+    reward_curve: str | None = None
+
+
+def held_out_rows(train_rows: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
+    """Addition prompts whose (a, b) never appear in the training rows: the evaluation set.
+
+    >>> rows, train = held_out_rows(addition_rows(200), 50), addition_rows(200)
+    >>> len(rows), not {r["prompt"][0]["content"] for r in rows} & {r["prompt"][0]["content"] for r in train}
+    (50, True)
+    """
+    seen = {row["prompt"][0]["content"] for row in train_rows}
+    rows = [row for row in addition_rows(2000, seed=7) if row["prompt"][0]["content"] not in seen]
+    unique = list({row["prompt"][0]["content"]: row for row in rows}.values())
+    return unique[:count]
+
+
+def _window_mean(metrics: list[dict[str, Any]], key: str, first: bool) -> float | None:
+    values = [row[key] for row in metrics if isinstance(row.get(key), int | float)]
+    window = values[:10] if first else values[-10:]
+    return sum(window) / len(window) if window else None
+
+
+def run_demo(
+    steps: int = DEMO_STEPS,
+    eval_prompts: int = 50,
+    samples_per_prompt: int = 4,
+    say: Callable[[str], None] = print,
+    progress: Progress | None = None,
+) -> DemoResult:
+    """The whole method on the embedded SmolLM2, on this CPU: route -> inspect -> config -> memory -> run -> eval."""
+    from skill.emit import emit_grpo_config
+    from skill.inspection import inspect_rewards
+    from skill.inspection_gate import record_review
+    from skill.inspection_models import InspectionRequest, ReviewRequest
+    from skill.routing import ProbeSpec, RouteRequest, route_check
+    from skill.runs.evaluation import evaluate_pass_at_1
+    from skill.runs.jobs import RunRequest, run_grpo, run_status
+    from skill.runs.store import read_jsonl
+
+    started = time.perf_counter()
+    request = demo_recipe_request().model_copy(update={"max_steps": steps})
+    correctness = request.rewards[1]
+    say("1/6 route_check: is GRPO the right tool? Sampling the base model on the addition task...")
+    decision = route_check(
+        RouteRequest(
+            signal="exact_answer",
+            verifier=correctness,
+            probe=ProbeSpec(dataset=DEMO_DATASET_ID, num_prompts=16, max_new_tokens=16),
+        ),
+        progress=progress,
+    )
+    evidence = decision.evidence
+    say(
+        f"    -> {decision.route}: pass@1 {evidence.pass_at_1:.2f}, learnable fraction "
+        f"{evidence.learnable_fraction:.2f} ({decision.id})"
+        if evidence
+        else f"    -> {decision.route}"
+    )
+    result = DemoResult(route_id=decision.id, route=decision.route, inspection_id="")
+    if decision.route != "grpo":
+        say(f"    The route says {decision.route}: {decision.next_step} Stopping here.")
+        result.seconds = time.perf_counter() - started
+        return result
+    say("2/6 inspect_rewards on the route's samples (no second sampling)...")
+    report = inspect_rewards(InspectionRequest(rewards=request.rewards, route_decision_id=decision.id))
+    for name, stats in report.stats.items():
+        say(f"    {name:12s} mean {stats.mean:.2f}  failures {stats.failure_rate:.0%}")
+    say(
+        f"    flags: {[f.code for f in report.flags] or 'none'}; probes: {len(report.probe_results)} tried, "
+        f"{sum(p.hacked for p in report.probe_results)} hacked. Report: {report.paths['html']}"
+    )
+    reviewed = record_review(
+        ReviewRequest(
+            report_id=report.id,
+            reviewer=os.environ.get("USER", "cli-user"),
+            non_interactive=True,
+            notes="grpo-rlvr demo --yes",
+        )
+    )
+    say(f"    review: accepted non-interactively (--yes), recorded as unread -> {reviewed.verdict}")
+    result.inspection_id = report.id
+    if reviewed.verdict != "passed":
+        say("    The gate did not pass: " + "; ".join(reviewed.verdict_reasons))
+        return result
+    say("3/6 emit_grpo_config for SmolLM2-135M on this CPU...")
+    recipe = emit_grpo_config(request.model_copy(update={"route_decision_id": decision.id}))
+    for reason in recipe.reasons:
+        if reason.source == "override":
+            say(f"    {reason.field}={reason.value!r}: {reason.reason}")
+    memory = recipe.provenance.memory_estimate or {}
+    say(f"4/6 estimate_memory: peak {memory.get('peak_gib', 0):.2f} GiB on CPU RAM, fits: {memory.get('fits')}")
+    train_rows = addition_rows(200)
+    evaluation_rows = held_out_rows(train_rows, eval_prompts)
+    say(f"5/6 held-out pass@1 before training ({eval_prompts} prompts x {samples_per_prompt} samples)...")
+    result.before = evaluate_pass_at_1(recipe.model.name, evaluation_rows, correctness, samples_per_prompt)
+    say(f"    before: {_describe(result.before)}")
+    say(f"6/6 run_grpo: {steps} GRPO steps on CPU (live below)...")
+    status = run_grpo(RunRequest(recipe=recipe))
+    result.run_id = status.run_id
+    shown = 0
+    while status.state in ("starting", "running"):
+        status = run_status(status.run_id, wait_seconds=5)
+        for row in read_jsonl(Path(status.paths.get("metrics.jsonl", "/nonexistent")))[shown:]:
+            shown += 1
+            say(
+                f"    step {row['step']:3d}/{steps}  reward {row.get('reward', 0):.3f}  correctness "
+                f"{row.get('rewards/exact_match/mean', 0):.3f}  format {row.get('rewards/format/mean', 0):.3f}"
+            )
+        for warning in status.health:
+            say(f"    health: {warning['message']}")
+    result.run_state = status.state
+    if status.state != "succeeded":
+        say(f"    the run ended {status.state}: {status.reason}")
+        result.seconds = time.perf_counter() - started
+        return result
+    metrics = read_jsonl(Path(status.paths["metrics.jsonl"]))
+    result.correctness_first_10 = _window_mean(metrics, "rewards/exact_match/mean", first=True)
+    result.correctness_last_10 = _window_mean(metrics, "rewards/exact_match/mean", first=False)
+    result.after = evaluate_pass_at_1(status.paths["final"], evaluation_rows, correctness, samples_per_prompt)
+    result.reward_curve = status.paths.get("reward_curve.png")
+    result.seconds = time.perf_counter() - started
+    say(f"    after:  {_describe(result.after)}")
+    say(
+        f"    correctness reward: first-10 steps {result.correctness_first_10:.3f} -> last-10 "
+        f"{result.correctness_last_10:.3f}; reward curve: {result.reward_curve}"
+    )
+    say(f"Done in {result.seconds / 60:.1f} min. Run {status.run_id}: grpo-rlvr status {status.run_id}")
+    return result
+
+
+def _describe(evaluation: Evaluation) -> str:
+    low, high = evaluation.interval_95
+    return f"pass@1 {evaluation.pass_at_1:.3f} (95% interval {low:.3f}-{high:.3f}, {evaluation.prompts} prompts)"

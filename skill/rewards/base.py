@@ -121,3 +121,46 @@ class RewardFunction:
 
     def __repr__(self) -> str:
         return f"<reward {self.__name__}>"
+
+
+class GuardedUserReward:
+    """A user's reward function, called as TRL would call it, that never raises into the trainer.
+
+    An exception fails the whole batch (every item None, counted and logged as failure_rate) instead of
+    stopping training.
+
+    >>> def flaky(prompts, completions, **kwargs):
+    ...     raise RuntimeError("boom")
+    >>> guarded = GuardedUserReward(flaky)
+    >>> guarded(["p"], ["c"]), guarded.failures, guarded.__name__
+    ([None], 1, 'flaky')
+    """
+
+    def __init__(self, function: Callable[..., list[float | None]]) -> None:
+        self.function = function
+        self.__name__ = getattr(function, "__name__", "user_reward")
+        self.__qualname__ = self.__name__
+        self.__doc__ = function.__doc__
+        self.scored = 0
+        self.failures = 0
+        self.last_errors: list[str] = []
+        self.last_item_errors: list[str | None] = []
+
+    def __call__(
+        self, prompts: list[Any], completions: list[Any], completion_ids: Any = None, **kwargs: Any
+    ) -> list[float | None]:
+        try:
+            scores = list(self.function(prompts, completions, completion_ids=completion_ids, **kwargs))
+            if len(scores) != len(completions):
+                raise ValueError(f"returned {len(scores)} scores for {len(completions)} completions")
+            error = None
+        except Exception as exc:
+            scores, error = [None] * len(completions), f"{type(exc).__name__}: {exc}"
+        self.scored += len(completions)
+        self.failures += len(completions) if error else 0
+        self.last_errors = [error] if error else []
+        self.last_item_errors = [error] * len(completions)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and completions:
+            log_metric(f"rewards/{self.__name__}/failure_rate", 1.0 if error else 0.0)
+        return scores

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from skill.errors import SkillError
-from skill.rewards.base import RewardFunction
+from skill.rewards.base import GuardedUserReward, RewardFunction
 from skill.rewards.spec import RewardRole, RewardSpec
 
 ALLOWED_MODULES_ENV = "GRPO_RLVR_REWARD_MODULES"
@@ -148,7 +148,7 @@ def build_reward_function(spec: RewardSpec) -> Callable[..., list[float | None]]
     if ":" in spec.name:
         function = _load_user_function(spec.name)
         check_reward_signature(function, spec.name)
-        return function
+        return GuardedUserReward(function)
     entry = registered_reward(spec)
     try:
         function = entry.build(**spec.params)
@@ -171,8 +171,6 @@ def build_reward_functions(specs: list[RewardSpec]) -> list[Callable[..., list[f
         base = getattr(function, "__name__", spec.name)
         seen[base] = seen.get(base, 0) + 1
         if seen[base] > 1:
-            if not isinstance(function, RewardFunction):
-                raise SkillError(f"User reward {spec.name!r} is listed twice.", "List each user function once.")
             function.__name__ = f"{base}_{seen[base]}"
         functions.append(function)
     return functions

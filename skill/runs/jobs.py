@@ -256,7 +256,8 @@ def run_grpo(request: RunRequest) -> RunStatus:
         return _status(directory)
     if request.recipe is None:
         raise SkillError("No recipe to run.", "Send recipe (from emit_grpo_config) or resume_run_id.")
-    run_id = validate_run_id(request.run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}")
+    generated = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    run_id = validate_run_id(generated if request.run_id is None else request.run_id)
     if (runs_root() / run_id).exists():
         raise SkillError(f"Run {run_id!r} exists.", "Send another run_id, or resume_run_id to continue it.")
     directory = _prepare(request, request.recipe, run_id)

@@ -1,0 +1,190 @@
+"""The runner: preflight refusals, a real run on the tiny model, kill and resume, cancel, and the faces."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from skill.demo.task import addition_rows
+from skill.emit import RecipeRequest, emit_grpo_config
+from skill.errors import SkillError
+from skill.hardware import HardwareSpec
+from skill.inspection import inspect_rewards
+from skill.inspection_gate import record_review
+from skill.inspection_models import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.recipe import DatasetSpec, ModelSpec
+from skill.rewards.spec import RewardSpec
+from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
+from skill.runs.store import is_alive, read_jsonl, read_record, run_dir, runs_root
+
+TESTS = Path(__file__).resolve().parent
+REWARDS = [
+    RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),
+    RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
+]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "addition.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(64)))
+    return path
+
+
+def recipe(model_dir, dataset, rewards=REWARDS, steps=2, **overrides):
+    return emit_grpo_config(
+        RecipeRequest(
+            model=ModelSpec(name=str(model_dir)),
+            hardware=HardwareSpec(accelerator="cpu"),
+            method="full",
+            rewards=rewards,
+            dataset=DatasetSpec(name=str(dataset), columns=["answer"]),
+            overrides={
+                "per_device_train_batch_size": 8,
+                "gradient_accumulation_steps": 1,
+                "max_completion_length": 8,
+                "logging_steps": 1,
+                "learning_rate": 1e-5,
+                "beta": 0.0,
+                **overrides,
+            },
+            max_steps=steps,
+        )
+    )
+
+
+def pass_inspection(rewards):
+    samples = []
+    for row in addition_rows(60):
+        samples.append(
+            SuppliedSample(
+                prompt=row["prompt"],
+                completion=row["answer"] if len(samples) % 3 else "no idea",
+                columns={"answer": row["answer"]},
+                group=len(samples) // 6,
+            )
+        )
+    report = inspect_rewards(InspectionRequest(rewards=rewards, samples=samples))
+    planted = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["planted"]
+    labels = {s.id: s.id not in planted for s in report.samples}
+    result = record_review(ReviewRequest(report_id=report.id, reviewer="tester", labels=labels))
+    assert result.verdict == "passed", result.verdict_reasons
+    return result
+
+
+def wait(run_id, timeout=240):
+    status = run_status(run_id)
+    deadline = time.time() + timeout
+    while status.state in ("starting", "running") and time.time() < deadline:
+        status = run_status(run_id, wait_seconds=2)
+    return status
+
+
+@pytest.mark.parametrize("bad", ["../x", "/etc/passwd", "a/b", "..", ""])
+def test_run_ids_that_escape_the_runs_directory_are_refused(bad, tiny_model_dir, dataset):
+    with pytest.raises(SkillError, match="not allowed"):
+        run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset), run_id=bad))
+
+
+def test_uninspected_rewards_are_refused_even_with_force(tiny_model_dir, dataset):
+    rewards = [REWARDS[0].model_copy(update={"weight": 0.1}), REWARDS[1]]
+    before = set(runs_root().iterdir())
+    with pytest.raises(SkillError, match="No passed inspection|changed since"):
+        run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, rewards), force=True, force_reason="testing"))
+    assert set(runs_root().iterdir()) == before  # nothing half-written
+
+
+def test_missing_column_is_refused_before_any_process(tiny_model_dir, tmp_path):
+    pass_inspection(REWARDS)
+    data = tmp_path / "no_answer.jsonl"
+    data.write_text("".join(json.dumps({"prompt": row["prompt"]}) + "\n" for row in addition_rows(20)))
+    bad = recipe(tiny_model_dir, data).model_copy(update={"dataset": DatasetSpec(name=str(data))})
+    with pytest.raises(SkillError, match=r"lacks column\(s\) \['answer'\]"):
+        run_grpo(RunRequest(recipe=bad))
+
+
+def test_force_needs_a_reason(tiny_model_dir, dataset):
+    pass_inspection(REWARDS)
+    with pytest.raises(SkillError, match="force needs a recorded reason"):
+        run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset), force=True))
+
+
+def test_gpu_recipe_is_refused_on_this_cpu(tiny_model_dir, dataset):
+    pass_inspection(REWARDS)
+    gpu = recipe(tiny_model_dir, dataset).model_copy(update={"hardware": HardwareSpec(gpu_model="H100")})
+    with pytest.raises(SkillError, match="targets GPUs and this machine has none"):
+        run_grpo(RunRequest(recipe=gpu))
+
+
+@pytest.mark.slow
+def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dataset):
+    pass_inspection(REWARDS)
+    status = run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, steps=3), run_id="tiny-full"))
+    assert status.state in ("running", "succeeded")
+    status = wait("tiny-full")
+    assert status.state == "succeeded", run_logs("tiny-full").lines[-20:]
+    directory = run_dir("tiny-full")
+    metrics = read_jsonl(directory / "metrics.jsonl")
+    assert [row["step"] for row in metrics] == [1, 2, 3]
+    assert {"rewards/format/mean", "rewards/exact_match/mean", "kl", "entropy"} <= set(metrics[0])
+    assert read_jsonl(directory / "completions.jsonl")
+    assert (directory / "reward_curve.png").stat().st_size > 1000
+    card = (directory / "final" / "README.md").read_text()
+    assert "inspection" in card.lower() and '"learning_rate": 1e-05' in card
+    record = read_record(directory)
+    assert record.inspection_id and "tester" in record.review and record.checks
+    assert "tiny-full" in [run.run_id for run in list_runs().runs]
+
+
+@pytest.mark.slow
+def test_killed_worker_is_failed_with_the_signal_and_resume_loses_no_step(tiny_model_dir, dataset):
+    pass_inspection(REWARDS)
+    run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, steps=8), run_id="tiny-kill"))
+    directory = run_dir("tiny-kill")
+    deadline = time.time() + 240
+    while time.time() < deadline and not list((directory / "checkpoints").glob("checkpoint-*/trainer_state.json")):
+        time.sleep(0.5)
+    record = read_record(directory)
+    os.killpg(record.pid, signal.SIGKILL)
+    status = wait("tiny-kill", timeout=30)
+    assert status.state == "failed" and status.signal == signal.SIGKILL and "SIGKILL" in status.reason
+    status = run_grpo(RunRequest(resume_run_id="tiny-kill"))
+    status = wait("tiny-kill")
+    assert status.state == "succeeded", run_logs("tiny-kill").lines[-20:]
+    assert [row["step"] for row in read_jsonl(directory / "metrics.jsonl")] == list(range(1, 9))
+    assert read_record(directory).resumed_from_step >= 2
+
+
+@pytest.mark.slow
+def test_cancel_leaves_no_process_behind(tiny_model_dir, dataset):
+    pass_inspection(REWARDS)
+    run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, steps=50), run_id="tiny-cancel"))
+    time.sleep(3)
+    record = read_record(run_dir("tiny-cancel"))
+    status = cancel_run("tiny-cancel")
+    assert status.state == "cancelled"
+    assert not is_alive(record)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(record.pid, 0)
+
+
+@pytest.mark.slow
+def test_a_reward_that_raises_does_not_kill_training(tiny_model_dir, dataset, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    rewards = [*REWARDS, RewardSpec(name="rewards_for_tests:always_raises", role="shaping", weight=0.1)]
+    pass_inspection_raising = rewards  # the raising reward is flagged, so review it through the policy path
+    with pytest.raises(AssertionError):
+        pass_inspection(pass_inspection_raising)
+    with pytest.raises(SkillError, match="No passed inspection"):
+        run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, rewards)))
+
+
+def test_concurrency_cap_refuses_with_the_running_runs(tiny_model_dir, dataset, monkeypatch):
+    monkeypatch.setenv("GRPO_RLVR_MAX_RUNS", "0")
+    with pytest.raises(SkillError, match="already running .* the limit is 0"):
+        run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset)))
