@@ -49,7 +49,8 @@ def demo_recipe_request() -> RecipeRequest:
                 params={"extract": "last_number", "answer_column": "answer"},
             ),
         ],
-        dataset=DatasetSpec(name=DEMO_DATASET_ID, columns=["answer"]),
+        # The prompts are ~30 tokens; the budget sizes memory and filters nothing here.
+        dataset=DatasetSpec(name=DEMO_DATASET_ID, columns=["answer"], max_prompt_tokens=64),
         overrides={
             "learning_rate": 1e-5,
             "beta": 0.0,
@@ -58,7 +59,8 @@ def demo_recipe_request() -> RecipeRequest:
             "logging_steps": 1,
         },
         override_reasons={
-            "learning_rate": f"a 40-step CPU demo needs visible movement; {measured}",
+            "learning_rate": "the seed's 5e-7 is for large models over thousands of GPU steps; a 40-step CPU run of a "
+            f"135M model needs visible movement; {measured}",
             "beta": "no reference model: halves the CPU cost of a step on a 40-step demo",
             "max_completion_length": "the answer is one number; 16 tokens leave room for a short preamble",
             "gradient_accumulation_steps": "2 prompts x 8 generations per step keeps a CPU step near 15 s",
