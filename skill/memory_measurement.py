@@ -328,3 +328,67 @@ def measure_grpo_step(
         vocab_size=model.config.get_text_config().vocab_size,
         notes=notes,
     )
+
+
+class ComponentComparison(BaseModel):
+    """The estimator's figure next to the measured one, for one component."""
+
+    component: str
+    estimated_bytes: float
+    measured_bytes: int
+    tolerance: float
+
+    @property
+    def error(self) -> float | None:
+        return None if self.measured_bytes == 0 else (self.estimated_bytes - self.measured_bytes) / self.measured_bytes
+
+
+def compare_with_estimate(
+    model_dir: str | Path, trl_kwargs: dict[str, Any], measured: MeasuredStep
+) -> list[ComponentComparison]:
+    """Estimate the measured step from the model's shape and the step's token counts alone, component by component.
+
+    Tolerances: weights, gradients, optimizer and reference 5%; saved activations and the log-prob peak 30%.
+    """
+    from skill.architectures import resolve_shape
+    from skill.hardware import HardwareSpec
+    from skill.memory import (
+        GIB,
+        MemoryRequest,
+        attention_mask_bytes,
+        estimate_components,
+        logprob_peak_bytes,
+        saved_activation_bytes_per_token,
+    )
+
+    shape = resolve_shape(str(model_dir))
+    checkpointing = bool(trl_kwargs.get("activation_checkpointing", False))
+    sequences, length = measured.micro_batch_sequences, measured.sequence_length
+    completion = int(trl_kwargs.get("max_completion_length", 8))
+    components = estimate_components(
+        MemoryRequest(
+            shape=shape,
+            hardware=HardwareSpec(accelerator="cpu", memory_gib_per_gpu=24),
+            method="full",
+            dtype="float32",
+            beta=float(trl_kwargs.get("beta", 0.0)),
+            per_device_train_batch_size=sequences,
+            prompt_length=max(1, length - completion),
+            completion_length=completion,
+            activation_checkpointing=checkpointing,
+            use_vllm=False,
+        )
+    )[0]
+    saved = sequences * length * saved_activation_bytes_per_token(shape, 4, checkpointing)
+    if not checkpointing:
+        saved += attention_mask_bytes(shape, sequences, length, 4)
+    scored_tokens = sequences * (length - 1)  # without Triton every position is scored
+    rows = [
+        ("weights", components.weights * GIB, measured.parameter_bytes, 0.05),
+        ("gradients", components.gradients * GIB, measured.gradient_bytes, 0.05),
+        ("optimizer", components.optimizer * GIB, measured.optimizer_state_bytes, 0.05),
+        ("reference", components.reference * GIB, measured.reference_parameter_bytes, 0.05),
+        ("saved activations", saved, measured.saved_activation_bytes, 0.30),
+        ("log-prob peak", logprob_peak_bytes(shape, scored_tokens, 4, True, False), measured.logprob_peak_bytes, 0.30),
+    ]
+    return [ComponentComparison(component=c, estimated_bytes=e, measured_bytes=m, tolerance=t) for c, e, m, t in rows]

@@ -9,18 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from skill.architectures import resolve_shape
 from skill.demo.task import addition_rows
-from skill.hardware import HardwareSpec
-from skill.memory import (
-    GIB,
-    MemoryRequest,
-    attention_mask_bytes,
-    estimate_components,
-    logprob_peak_bytes,
-    saved_activation_bytes_per_token,
-)
-from skill.memory_measurement import measure_grpo_step
+from skill.memory_measurement import compare_with_estimate, measure_grpo_step
 
 pytestmark = pytest.mark.slow
 
@@ -55,38 +45,9 @@ def measure(model_dir, changes, tmp_path):
 
 
 def compare(model_dir, changes, measured):
-    """(component, estimated bytes, measured bytes) for every validated component."""
-    shape = resolve_shape(str(model_dir))
-    checkpointing = changes["activation_checkpointing"]
-    sequences, length = measured.micro_batch_sequences, measured.sequence_length
-    completion = BASE["max_completion_length"]
-    _, estimate = estimate_components(
-        MemoryRequest(
-            shape=shape,
-            hardware=HardwareSpec(accelerator="cpu", memory_gib_per_gpu=24),
-            method="full",
-            dtype="float32",
-            beta=changes["beta"],
-            per_device_train_batch_size=sequences,
-            prompt_length=length - completion,
-            completion_length=completion,
-            activation_checkpointing=checkpointing,
-            use_vllm=False,
-        )
-    )
-    components = estimate.components
-    saved = sequences * length * saved_activation_bytes_per_token(shape, 4, checkpointing)
-    if not checkpointing:
-        saved += attention_mask_bytes(shape, sequences, length, 4)
-    scored_tokens = sequences * (length - 1)  # without Triton every position is scored
-    return [
-        ("weights", components.weights * GIB, measured.parameter_bytes, 0.05),
-        ("gradients", components.gradients * GIB, measured.gradient_bytes, 0.05),
-        ("optimizer", components.optimizer * GIB, measured.optimizer_state_bytes, 0.05),
-        ("reference", components.reference * GIB, measured.reference_parameter_bytes, 0.05),
-        ("saved activations", saved, measured.saved_activation_bytes, 0.30),
-        ("log-prob peak", logprob_peak_bytes(shape, scored_tokens, 4, True, False), measured.logprob_peak_bytes, 0.30),
-    ]
+    """(component, estimated bytes, measured bytes, tolerance) for every validated component."""
+    comparisons = compare_with_estimate(model_dir, {**BASE, **changes}, measured)
+    return [(c.component, c.estimated_bytes, c.measured_bytes, c.tolerance) for c in comparisons]
 
 
 def assert_within(rows):
