@@ -21,6 +21,7 @@ from skill.recipe import GRPORecipe
 from skill.runs.store import append_jsonl, read_jsonl, read_record, write_record
 
 KEEP_CHECKPOINTS = 2
+MIN_SAVE_STEPS = 5  # a full checkpoint (weights + optimizer) costs seconds: not every step of a short run
 COMPLETIONS_PER_STEP = 4
 
 
