@@ -88,8 +88,10 @@ def filter_long_prompts(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> tuple
     return kept, len(rows) - len(kept)
 
 
-def split_held_out(rows: list[dict[str, Any]], seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Keep a held-out share of prompts for evaluation (never trained on).
+def split_held_out(
+    rows: list[dict[str, Any]], seed: int, fraction: float = HELD_OUT_FRACTION
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Keep a held-out share of prompts for evaluation (never trained on); fraction 0 keeps none.
 
     >>> train, held = split_held_out([{"prompt": str(i)} for i in range(100)], 3407)
     >>> len(train), len(held), not {r["prompt"] for r in train} & {r["prompt"] for r in held}
@@ -97,7 +99,8 @@ def split_held_out(rows: list[dict[str, Any]], seed: int) -> tuple[list[dict[str
     """
     shuffled = list(rows)
     random.Random(seed).shuffle(shuffled)
-    count = max(MIN_HELD_OUT, int(len(shuffled) * HELD_OUT_FRACTION)) if len(shuffled) > 2 * MIN_HELD_OUT else 0
+    enough = fraction > 0 and len(shuffled) > 2 * MIN_HELD_OUT
+    count = max(MIN_HELD_OUT, int(len(shuffled) * fraction)) if enough else 0
     return shuffled[count:], shuffled[:count]
 
 

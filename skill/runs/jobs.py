@@ -191,7 +191,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     rows, dropped = checks.filter_long_prompts(recipe, rows)
     if dropped:
         notes.append(f"Dropped {dropped} prompt(s) over {recipe.dataset.max_prompt_tokens} tokens.")
-    train, held_out = checks.split_held_out(rows, recipe.trl.get("seed", 3407))
+    train, held_out = checks.split_held_out(rows, recipe.trl.get("seed", 3407), request.held_out_fraction)
     notes.append(f"{len(train)} training prompts, {len(held_out)} held out for evaluation.")
     staging = Path(tempfile.mkdtemp(prefix=f".{run_id}-", dir=runs_root()))
     try:

@@ -1,0 +1,188 @@
+"""Runner overhead: seconds per step of `run_grpo` against a bare GRPOTrainer script, same config, same tiny
+model, same rewards, on CPU; interleaved rounds, >= 20 steps each. Target: ratio <= 1.05.
+
+Both sides time steps the same way: the wall clock at each logged step (a callback that records the time).
+The runner's side includes everything it adds: its own process, metrics/completions files, checkpoints.
+Run: python bench/runner_overhead.py [--steps N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TARGET_RATIO = 1.05
+CONFIG = {
+    "use_cpu": True,
+    "bf16": False,
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "num_generations": 8,
+    "max_completion_length": 8,
+    "beta": 0.0,
+    "logging_steps": 1,
+    "learning_rate": 1e-5,
+    "report_to": "none",
+    "seed": 3407,
+    "activation_checkpointing": False,
+}
+BARE = r"""
+import json, sys, time
+from datasets import Dataset
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+from skill.rewards.registry import build_reward_functions
+from skill.rewards.spec import RewardSpec
+model, data, config, specs, out = sys.argv[1:6]
+times = []
+class Clock(TrainerCallback):
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            times.append(time.time())
+rows = [json.loads(line) for line in open(data)]
+trainer = GRPOTrainer(model=model, args=GRPOConfig(output_dir=out, save_strategy="no", **json.loads(config)),
+                      reward_funcs=build_reward_functions([RewardSpec(**s) for s in json.loads(specs)]),
+                      train_dataset=Dataset.from_list(rows), callbacks=[Clock()])
+trainer.train()
+print("TIMES " + json.dumps(times))
+"""
+
+
+def _per_step(times: list[float]) -> float:
+    return (times[-1] - times[0]) / (len(times) - 1)
+
+
+def _tiny_model(directory: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from skill.models import embedded_tokenizer_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def _passed_inspection(specs) -> None:
+    from skill.demo.task import addition_rows
+    from skill.inspection import inspect_rewards
+    from skill.inspection_gate import record_review
+    from skill.inspection_models import InspectionRequest, ReviewRequest, SuppliedSample
+
+    samples = [
+        SuppliedSample(
+            prompt=r["prompt"],
+            completion=r["answer"] if i % 3 else "no idea",
+            columns={"answer": r["answer"]},
+            group=i // 6,
+        )
+        for i, r in enumerate(addition_rows(60))
+    ]
+    report = inspect_rewards(InspectionRequest(rewards=specs, samples=samples))
+    planted = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["planted"]
+    record_review(
+        ReviewRequest(report_id=report.id, reviewer="bench", labels={s.id: s.id not in planted for s in report.samples})
+    )
+
+
+def measure(steps: int = 20, rounds: int = 2) -> dict[str, float]:
+    """Median seconds per step of each side over interleaved rounds, and their ratio."""
+    work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
+    os.environ["GRPO_RLVR_HOME"] = str(work / "state")
+    from skill.demo.task import addition_rows
+    from skill.emit import RecipeRequest, emit_grpo_config
+    from skill.hardware import HardwareSpec
+    from skill.recipe import DatasetSpec, ModelSpec
+    from skill.rewards.spec import RewardSpec
+    from skill.runs.jobs import RunRequest, run_grpo, run_status
+    from skill.runs.store import read_jsonl
+
+    model, data = work / "tiny", work / "addition.jsonl"
+    _tiny_model(model)
+    data.write_text("".join(json.dumps(r) + "\n" for r in addition_rows(200)))
+    specs = [
+        RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),
+        RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
+    ]
+    _passed_inspection(specs)
+    overrides = {k: v for k, v in CONFIG.items() if k not in ("use_cpu", "bf16", "report_to")}
+    recipe = emit_grpo_config(
+        RecipeRequest(
+            model=ModelSpec(name=str(model)),
+            hardware=HardwareSpec(accelerator="cpu"),
+            method="full",
+            rewards=specs,
+            overrides=overrides,
+            max_steps=steps,
+            dataset=DatasetSpec(name=str(data), columns=["answer"]),
+        )
+    )
+    bare_config = {**recipe.trl}
+    bare, ours = [], []
+    for round_index in range(rounds):
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                BARE,
+                str(model),
+                str(data),
+                json.dumps(bare_config),
+                json.dumps([s.model_dump() for s in specs]),
+                str(work / f"bare-{round_index}"),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        bare.append(_per_step(json.loads(out.split("TIMES ", 1)[1])))
+        status = run_grpo(RunRequest(recipe=recipe, run_id=f"bench-{round_index}", held_out_fraction=0.0))
+        while status.state in ("starting", "running"):
+            status = run_status(status.run_id, wait_seconds=2)
+        if status.state != "succeeded":
+            raise RuntimeError(f"runner round failed: {status.reason}")
+        ours.append(_per_step([row["time"] for row in read_jsonl(Path(status.paths["metrics.jsonl"]))]))
+    return {
+        "steps": steps,
+        "rounds": rounds,
+        "bare_s_per_step": statistics.median(bare),
+        "runner_s_per_step": statistics.median(ours),
+        "bare_spread_s": max(bare) - min(bare),
+        "runner_spread_s": max(ours) - min(ours),
+        "ratio": statistics.median(ours) / statistics.median(bare),
+        "target_ratio": TARGET_RATIO,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    for key, value in measure(args.steps, args.rounds).items():
+        print(f"{key}: {value:.4f}" if isinstance(value, float) else f"{key}: {value}")
+
+
+if __name__ == "__main__":
+    main()
