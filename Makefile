@@ -37,9 +37,9 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
+# Every figure side by side; writes bench/RESULTS.md. The full demo is included (about 15 min of the total).
 bench: $(STAMP)
-	$(PY) bench/startup.py
-	$(PY) bench/tool_latency.py
+	$(PY) bench/run_all.py
 
 # Wheels and the tokenizer that scripts/device_check.sh needs on a GPU machine without trl/datasets.
 device-wheels: $(STAMP)

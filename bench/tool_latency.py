@@ -1,4 +1,4 @@
-"""Stateless tool latency in-process: emit_grpo_config and estimate_memory, p50 / p95 over repeats.
+"""Stateless tool latency in-process: emit_grpo_config, estimate_memory, route_check without probing; p50 / p95.
 
 The first call of each tool pays one-time imports (torch, trl) and is reported separately.
 Run: python bench/tool_latency.py [--repeats N]
@@ -15,6 +15,7 @@ from skill.hardware import HardwareSpec
 from skill.memory import MemoryRequest, estimate_memory
 from skill.recipe import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
+from skill.routing import RouteRequest, route_check
 
 TARGET_P50_MS = 20.0
 
@@ -31,9 +32,11 @@ def _calls():
         dataset=DatasetSpec(name="openai/gsm8k", columns=["answer"]),
     )
     memory_request = MemoryRequest(model="Qwen/Qwen2.5-7B-Instruct", hardware=HardwareSpec(gpu_model="A100-40GB"))
+    route_request = RouteRequest(signal="math_answer")
     return {
         "emit_grpo_config": lambda: emit_grpo_config(recipe_request),
         "estimate_memory": lambda: estimate_memory(memory_request),
+        "route_check (no probe)": lambda: route_check(route_request),
     }
 
 

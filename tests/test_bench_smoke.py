@@ -61,3 +61,34 @@ def test_gpu_memory_check_script_runs_its_flow_on_cpu(tmp_path):
     rows = json.loads(output.read_text())["rows"]
     assert [row["configuration"]["name"] for row in rows] == ["full-ckpt-b4", "lora-ckpt-b8"]
     assert all(row["estimated"]["peak_without_overhead_bytes"] > 0 for row in rows)
+
+
+def test_inspection_benchmark_runs_at_a_tiny_size():
+    result = load("inspection_speed").measure(count=50, repeats=1)
+    assert result["median_s"] > 0 and result["samples"] == 50
+
+
+@pytest.mark.slow
+def test_runner_overhead_benchmark_runs_at_a_tiny_size():
+    result = load("runner_overhead").measure(steps=3, rounds=1)
+    assert result["bare_s_per_step"] > 0 and result["runner_s_per_step"] > 0
+
+
+def test_results_page_renders_measured_and_missing_figures():
+    run_all = load("run_all")
+    results = {
+        "startup": {
+            "ok": True,
+            "result": {
+                "serve_to_tools_list_median_s": 0.6,
+                "serve_to_tools_list_spread_s": 0.1,
+                "import_mcp_median_s": 0.65,
+                "ratio": 0.92,
+            },
+        },
+        "runner_overhead": {"ok": False, "error": "RuntimeError: boom"},
+    }
+    text = run_all.render({"date": "today", "cores": "2"}, results)
+    assert "| server cold start to first tools/list | 0.600 s |" in text and "| yes |" in text
+    assert "runner overhead | not measured" in text and "RuntimeError: boom" in text
+    assert "GPU" in text
