@@ -183,6 +183,7 @@ def run_demo(
     status = run_grpo(RunRequest(recipe=recipe))
     result.run_id = status.run_id
     shown = 0
+    warned: set[str] = set()
     while status.state in ("starting", "running"):
         status = run_status(status.run_id, wait_seconds=5)
         for row in read_jsonl(Path(status.paths.get("metrics.jsonl", "/nonexistent")))[shown:]:
@@ -192,7 +193,9 @@ def run_demo(
                 f"{row.get('rewards/exact_match/mean', 0):.3f}  format {row.get('rewards/format/mean', 0):.3f}"
             )
         for warning in status.health:
-            say(f"    health: {warning['message']}")
+            if warning["code"] not in warned:
+                warned.add(warning["code"])
+                say(f"    health: {warning['message']}")
     result.run_state = status.state
     if status.state != "succeeded":
         say(f"    the run ended {status.state}: {status.reason}")
