@@ -58,32 +58,6 @@ def _per_step(times: list[float]) -> float:
     return (times[-1] - times[0]) / (len(times) - 1)
 
 
-def _tiny_model(directory: Path) -> None:
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from skill.models import embedded_tokenizer_dir
-
-    tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-
-
 def _passed_inspection(specs) -> None:
     from skill.demo.task import addition_rows
     from skill.inspection import inspect_rewards
@@ -113,13 +87,14 @@ def measure(steps: int = 20, rounds: int = 2) -> dict[str, float]:
     from skill.demo.task import addition_rows
     from skill.emit import RecipeRequest, emit_grpo_config
     from skill.hardware import HardwareSpec
+    from skill.models import save_tiny_random_model
     from skill.recipe import DatasetSpec, ModelSpec
     from skill.rewards.spec import RewardSpec
     from skill.runs.jobs import RunRequest, run_grpo, run_status
     from skill.runs.store import read_jsonl
 
     model, data = work / "tiny", work / "addition.jsonl"
-    _tiny_model(model)
+    save_tiny_random_model(model)
     data.write_text("".join(json.dumps(r) + "\n" for r in addition_rows(200)))
     specs = [
         RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),

@@ -9,12 +9,14 @@ import argparse
 import json
 import os
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from skill.errors import SkillError, pydantic_error_message
+from skill.routing import SignalKind
 from skill.state import STATE_ROOT_ENV
 
 USAGE_ERROR = 2
@@ -407,19 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     route = commands.add_parser("route", help="is GRPO the right tool? measured by sampling (route_check)")
     route.add_argument("--request", help="RouteRequest JSON file, or - for stdin; flags override it")
-    route.add_argument(
-        "--signal",
-        choices=[
-            "unit_tests",
-            "parser_schema",
-            "tool_call_schema",
-            "math_answer",
-            "exact_answer",
-            "preference_pairs",
-            "demonstrations",
-            "human_judgment",
-        ],
-    )
+    route.add_argument("--signal", choices=list(typing.get_args(SignalKind)))
     route.add_argument("--verifier", help="NAME,ROLE of the reward that decides pass/fail")
     route.add_argument("--param", action="append", help="verifier param KEY=VALUE; repeatable")
     route.add_argument("--model", help="model to probe (default: the embedded SmolLM2)")

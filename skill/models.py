@@ -103,3 +103,33 @@ def resolve_model_path(model: str) -> str:
     if is_embedded(model):
         return str(embedded_model_dir())
     return model
+
+
+def save_tiny_random_model(directory: Path, seed: int = 0) -> Path:
+    """A 2-layer Llama with random weights and the embedded SmolLM2 tokenizer, saved for smoke runs.
+
+    Fast enough for a GRPO step in about a second on CPU; saved rather than kept in memory because with
+    beta > 0 and no PEFT, TRL rebuilds the reference model from the policy's name_or_path.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    LlamaForCausalLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
