@@ -311,6 +311,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     _attach_memory_estimate(recipe)
     if request.route_decision_id:
         _attach_route(recipe, request.route_decision_id)
+    _attach_inspection(recipe)
     composite = check_composite(request.rewards)
     recipe.provenance.validation.extend(f"Composite rewards: {warning}" for warning in composite.warnings)
     return recipe
@@ -331,6 +332,15 @@ def _attach_memory_estimate(recipe: GRPORecipe) -> None:
         fixes = [f"{remedy.name} ({remedy.peak_gib:.1f} GiB)" for remedy in estimate.remedies if remedy.fits]
         line += " Remedies that fit: " + (", ".join(fixes) or "none on this hardware") + "."
     recipe.provenance.validation.append(line)
+
+
+def _attach_inspection(recipe: GRPORecipe) -> None:
+    from skill.inspection_gate import require_passed_inspection
+
+    try:
+        recipe.provenance.inspection_id = require_passed_inspection(recipe.rewards).id
+    except SkillError as exc:
+        recipe.provenance.validation.append(f"Inspection: {exc.problem} run_grpo will refuse until one passes.")
 
 
 def _attach_route(recipe: GRPORecipe, route_id: str) -> None:

@@ -81,12 +81,36 @@ def record_review(request: ReviewRequest) -> InspectionReport:
     report.review = review
     report.verdict = "failed" if reasons else "passed"
     report.verdict_reasons = reasons
-    return save_report(report)
+    saved = save_report(report)
+    _index_verdict(report)
+    return saved
+
+
+def _index_path():
+    return _report_dir() / "passed-index.json"
+
+
+def _index_verdict(report: InspectionReport) -> None:
+    """fingerprint -> newest passed report id, so the gate answers without reading every report."""
+    path = _index_path()
+    index = json.loads(path.read_text()) if path.is_file() else {}
+    if report.verdict == "passed":
+        index[report.reward_fingerprint] = report.id
+    elif index.get(report.reward_fingerprint) == report.id:
+        del index[report.reward_fingerprint]
+    staging = path.with_name(path.name + ".tmp")
+    staging.write_text(json.dumps(index, indent=1))
+    staging.replace(path)
 
 
 def require_passed_inspection(rewards: list[RewardSpec]) -> InspectionReport:
     """The newest passed inspection of exactly these rewards, or a clear error saying what to do."""
     fingerprint, parts = reward_fingerprint(rewards)
+    index = json.loads(_index_path().read_text()) if _index_path().is_file() else {}
+    if fingerprint in index:
+        report = load_report(index[fingerprint])
+        if report.verdict == "passed" and report.reward_fingerprint == fingerprint:
+            return report
     reports = sorted(_report_dir().glob("insp-*.json"), reverse=True)
     same_names = None
     for path in reports:

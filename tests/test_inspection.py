@@ -196,3 +196,32 @@ def test_route_samples_are_reused_without_sampling_again(tiny_model_dir):
     report = inspect_rewards(InspectionRequest(rewards=[verifier], route_decision_id=decision.id, planted=0))
     assert report.source == f"route_check probe {decision.id}" and len(report.samples) == 64
     assert {s.group for s in report.samples} == set(range(8))
+
+
+def test_emit_records_the_passed_inspection_it_relies_on():
+    from skill.emit import RecipeRequest, emit_grpo_config
+    from skill.hardware import HardwareSpec
+    from skill.recipe import DatasetSpec
+
+    report = inspect(SOUND)
+    record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=honest_labels(report)))
+    recipe = emit_grpo_config(
+        RecipeRequest(
+            hardware=HardwareSpec(accelerator="cpu"),
+            method="full",
+            rewards=SOUND,
+            dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
+        )
+    )
+    assert recipe.provenance.inspection_id == report.id
+    uninspected = [SOUND[0].model_copy(update={"weight": 0.05}), SOUND[1]]
+    other = emit_grpo_config(
+        RecipeRequest(
+            hardware=HardwareSpec(accelerator="cpu"),
+            method="full",
+            rewards=uninspected,
+            dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
+        )
+    )
+    assert other.provenance.inspection_id is None
+    assert any("run_grpo will refuse" in line for line in other.provenance.validation)
