@@ -43,10 +43,21 @@ def embedded_gguf_path() -> Path:
 
 
 def _publish_atomically(target: Path, build) -> Path:
-    """Build into a temporary sibling directory and rename it into place, so a crash never leaves half a model."""
+    """Build into a temporary sibling directory and rename it into place, so a crash never leaves half a model;
+    a lock file makes concurrent processes (test workers, a server and a run) wait for one build."""
+    import fcntl
+
     if (target / "config.json").is_file() or (target / "tokenizer_config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "config.json").is_file() or (target / "tokenizer_config.json").is_file():
+            return target
+        return _build_into(target, build)
+
+
+def _build_into(target: Path, build) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         build(staging)

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from skill.inspection_models import ProbeResult, SampleResult
+from skill.rewards.judge import MASTER_KEYS
 from skill.rewards.spec import RewardSpec
 
 ZERO = "0"
 BELOW = "below a correct completion"
 PADDING = " and so on" * 600
-MASTER_KEYS = (":", "Thought process:", "The answer is correct.")
 
 
 def _text(prompt: Any) -> str:
