@@ -317,6 +317,7 @@ def command_run(args: argparse.Namespace) -> None:
         recipe=recipe,
         run_id=args.run_id,
         resume_run_id=args.resume,
+        processes=args.processes,
         force=args.force,
         force_reason=args.force_reason or "",
     )
@@ -370,9 +371,21 @@ def command_demo(args: argparse.Namespace) -> None:
 
 
 def command_serve(args: argparse.Namespace) -> None:
-    from server.mcp_server import serve_stdio
+    """stdio by default (what a client that spawns the server speaks); --http for a long-lived server."""
+    if not args.http:
+        if args.host is not None or args.port is not None:
+            raise SkillError("--host and --port apply to --http only.", "Add --http, or drop them for stdio.")
+        from server.mcp_server import serve_stdio
 
-    serve_stdio()
+        serve_stdio()
+        return
+    from server.http_transport import DEFAULT_HOST, DEFAULT_PORT
+    from server.mcp_server import serve_http
+
+    port = DEFAULT_PORT if args.port is None else args.port
+    if not 0 < port < 65536:
+        raise SkillError(f"--port {port} is not a TCP port.", f"Send 1-65535, e.g. {DEFAULT_PORT}.")
+    serve_http(args.host or DEFAULT_HOST, port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -448,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id")
     run.add_argument("--resume", metavar="RUN_ID", help="continue this run from its last checkpoint")
     run.add_argument("--force", action="store_true", help="override the memory and route checks")
+    run.add_argument("--processes", type=int, default=1, help="CPU recipes: training processes (torchrun, gloo)")
     run.add_argument("--force-reason")
     run.set_defaults(handler=command_run)
     status = commands.add_parser("status", help="a run's state, metrics and health (run_status)")
@@ -474,7 +488,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--output", choices=["summary", "json", "script"], default="summary")
     demo.set_defaults(handler=command_demo)
 
-    serve = commands.add_parser("serve", help="run the MCP server on stdio")
+    serve = commands.add_parser("serve", help="run the MCP server (stdio; --http for streamable HTTP)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp")
+    serve.add_argument(
+        "--host",
+        help="address to bind with --http (default 127.0.0.1; any non-loopback address needs GRPO_RLVR_MCP_TOKEN)",
+    )
+    serve.add_argument("--port", type=int, help="port with --http (default 8765)")
     serve.set_defaults(handler=command_serve)
     return parser
 

@@ -12,11 +12,15 @@ from skill.state import STATE_ROOT_ENV
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_state_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # The base temp's parent is shared by xdist workers, so the tokenizer cache is built once per run.
-    root = tmp_path_factory.getbasetemp().parent / "grpo-rlvr-state"
+    # Under xdist each worker's base temp sits in the session's directory: share that one, so the embedded
+    # model is built once per session; without xdist the base temp is the session's own directory.
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "grpo-rlvr-state"
     root.mkdir(exist_ok=True)
     os.environ[STATE_ROOT_ENV] = str(root)
     os.environ.setdefault("GRPO_RLVR_REWARD_MODULES", "rewards_for_tests,flawed_rewards")
+    # Test workers start runs side by side; the cap itself is tested with an explicit limit.
+    os.environ.setdefault("GRPO_RLVR_MAX_RUNS", "16")
     return root
 
 

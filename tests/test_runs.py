@@ -131,11 +131,13 @@ def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dat
     directory = run_dir("tiny-full")
     metrics = read_jsonl(directory / "metrics.jsonl")
     assert [row["step"] for row in metrics] == [1, 2, 3]
-    assert {"rewards/format/mean", "rewards/exact_match/mean", "kl", "entropy"} <= set(metrics[0])
+    assert {"rewards/format/mean", "rewards/exact_match/mean", "entropy", "completions/mean_length"} <= set(metrics[0])
     assert read_jsonl(directory / "completions.jsonl")
     assert (directory / "reward_curve.png").stat().st_size > 1000
     card = (directory / "final" / "README.md").read_text()
-    assert "inspection" in card.lower() and '"learning_rate": 1e-05' in card
+    assert "Inspection: insp-" in card
+    card_recipe = json.loads(card.split("```json", 1)[1].split("```", 1)[0])
+    assert card_recipe["trl"]["learning_rate"] == 1e-5 and card_recipe["trl"]["max_steps"] == 3
     record = read_record(directory)
     assert record.inspection_id and "tester" in record.review and record.checks
     assert "tiny-full" in [run.run_id for run in list_runs().runs]

@@ -3,12 +3,12 @@ truth on disk (and reap the processes this server started, to know their exit co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -49,6 +49,13 @@ class RunRequest(BaseModel):
     force: bool = Field(default=False, description="Override the memory and route checks (never the inspection).")
     force_reason: str = ""
     held_out_fraction: float = Field(default=0.1, ge=0, lt=1)
+    processes: int = Field(
+        default=1,
+        ge=1,
+        description="CPU recipes only: N > 1 trains with N processes on this machine (torchrun --standalone, "
+        "gloo), each holding a model copy; per_device_train_batch_size x N x steps_per_generation must be a "
+        "multiple of num_generations. A resumed run keeps its count.",
+    )
 
 
 class RunStatus(BaseModel):
@@ -81,6 +88,10 @@ def _refresh(directory: Path) -> RunRecord:
     """Reconcile run.json with the process: a dead process is never left 'running'."""
     record = read_record(directory)
     child = _CHILDREN.get(record.run_id)
+    if child is not None and child.poll() is None and not is_alive(record):
+        # Dead (a zombie) but not yet reaped when poll() looked: reap it, to know its exit code or signal.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=5)
     if child is not None and child.poll() is not None:
         _CHILDREN.pop(record.run_id, None)
         record = read_record(directory)
@@ -150,9 +161,12 @@ def _live_runs() -> list[str]:
     return live
 
 
-def _spawn(directory: Path, resume: bool) -> RunRecord:
+def _spawn(directory: Path, resume: bool, processes: int = 1) -> RunRecord:
+    from skill.runs.launch import local_command
+
     record = read_record(directory)
-    command = [sys.executable, "-m", "skill.runs.worker", str(directory)] + (["--resume"] if resume else [])
+    # With torchrun the recorded pid is torchrun's; its ranks die with it (see skill.runs.worker).
+    command = local_command(directory, processes, resume)
     log = (directory / "train.log").open("a")
     child = subprocess.Popen(
         command,
@@ -176,6 +190,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     """Every check, then the run directory, built aside and renamed into place: never half-written."""
     from skill.inspection_gate import require_passed_inspection
     from skill.runs import checks
+    from skill.runs.launch import check_local_processes
 
     inspection = require_passed_inspection(recipe.rewards)  # never overridable
     if request.force and not request.force_reason.strip():
@@ -186,6 +201,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     notes += checks.check_target(recipe)
     notes += checks.check_route(recipe, request.force)
     notes += checks.check_memory(recipe, request.force)
+    notes += check_local_processes(recipe, request.processes, request.force)
     rows = checks.load_rows(recipe)
     checks.check_columns(recipe, rows)
     rows, dropped = checks.filter_long_prompts(recipe, rows)
@@ -231,6 +247,7 @@ def run_grpo(request: RunRequest) -> RunStatus:
     Checks first, refusing with the reason: a passed inspection matching the recipe's rewards (never
     overridable), the route decision, the memory estimate, the target machine, the data's columns and
     prompt lengths. A cap on concurrent runs (GRPO_RLVR_MAX_RUNS, default 1) refuses with the running ones.
+    ``processes`` > 1 (CPU recipes) trains with that many local processes under torchrun (gloo).
     """
     live = _live_runs()
     limit = int(os.environ.get(MAX_RUNS_ENV, "1"))
@@ -244,6 +261,14 @@ def run_grpo(request: RunRequest) -> RunStatus:
         record = _refresh(directory)
         if record.state in ("starting", "running"):
             raise SkillError(f"Run {record.run_id} is still running.", "Cancel it first, or wait.")
+        from skill.runs.launch import processes_of
+
+        processes = processes_of(record.command)
+        if request.processes not in (1, processes):
+            raise SkillError(
+                f"Run {record.run_id} trained with {processes} process(es); a resumed run keeps its count.",
+                "Send processes=1 (the default) to resume with the recorded count.",
+            )
         record.state, record.reason, record.exit_code, record.signal, record.ended_at = (
             "running",
             None,
@@ -252,7 +277,7 @@ def run_grpo(request: RunRequest) -> RunStatus:
             None,
         )
         write_record(directory, record)
-        _spawn(directory, resume=True)
+        _spawn(directory, resume=True, processes=processes)
         return _status(directory)
     if request.recipe is None:
         raise SkillError("No recipe to run.", "Send recipe (from emit_grpo_config) or resume_run_id.")
@@ -261,7 +286,7 @@ def run_grpo(request: RunRequest) -> RunStatus:
     if (runs_root() / run_id).exists():
         raise SkillError(f"Run {run_id!r} exists.", "Send another run_id, or resume_run_id to continue it.")
     directory = _prepare(request, request.recipe, run_id)
-    _spawn(directory, resume=False)
+    _spawn(directory, resume=False, processes=request.processes)
     return _status(directory)
 
 

@@ -6,11 +6,22 @@ recipe asks), a real ``trl.GRPOConfig`` from the recipe and ``GRPOTrainer``; eve
 to metrics.jsonl and a few sampled completions to completions.jsonl; checkpoints are kept (the last
 few), and at the end the reward curve, the final model or adapter (and a merged model with PEFT)
 and a model card holding the recipe and its provenance are written. run.json says how it ended.
+
+Under torchrun (``RunRequest.processes > 1``: ``torchrun --standalone --nproc_per_node N -m
+skill.runs.worker RUN_DIR``) every rank trains, but only rank 0 writes run.json, metrics,
+completions, the final model, the card and the plot: each file keeps one writer. torchrun starts each
+rank in a session of its own, out of reach of a signal to torchrun's process group, so each rank asks
+the kernel to kill it when torchrun dies (PR_SET_PDEATHSIG): a SIGKILLed launcher leaves no rank behind.
+
+Debugging aid: with GRPO_RLVR_DUMP_RANK_STATE=DIR set, every rank writes DIR/rank-<R>.json at the end
+of training, a digest of its parameters (parameter_digest), to show that the ranks ended in sync.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 import traceback
@@ -23,6 +34,54 @@ from skill.runs.store import append_jsonl, read_jsonl, read_record, write_record
 KEEP_CHECKPOINTS = 2
 MIN_SAVE_STEPS = 5  # a full checkpoint (weights + optimizer) costs seconds: not every step of a short run
 COMPLETIONS_PER_STEP = 4
+DUMP_RANK_STATE_ENV = "GRPO_RLVR_DUMP_RANK_STATE"
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def rank() -> int:
+    """This process's global rank: torchrun's RANK, 0 for a single process.
+
+    >>> rank() == int(os.environ.get("RANK", "0"))
+    True
+    """
+    return int(os.environ.get("RANK", "0"))
+
+
+def _die_with_launcher() -> None:
+    """Under torchrun, die when torchrun dies (see the module docstring)."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # torchrun died before the request took effect
+        os._exit(1)
+
+
+def parameter_digest(model: Any) -> dict[str, Any]:
+    """An exact fingerprint of a model's parameters, small enough to write per rank: a SHA-256 over every
+    parameter's float32 bytes in name order, plus each parameter's sum and L2 norm (to see how far apart).
+
+    >>> import torch
+    >>> layer = torch.nn.Linear(2, 1, bias=False)
+    >>> _ = torch.nn.init.ones_(layer.weight)
+    >>> digest = parameter_digest(layer)
+    >>> digest["count"], digest["parameters"]["weight"]["sum"], digest["sha256"] == parameter_digest(layer)["sha256"]
+    (2, 2.0, True)
+    """
+    import hashlib
+
+    import torch
+
+    sha = hashlib.sha256()
+    parameters: dict[str, dict[str, float]] = {}
+    count = 0
+    for name, parameter in sorted(model.named_parameters()):
+        tensor = parameter.detach().to("cpu", torch.float32).contiguous()
+        sha.update(name.encode() + tensor.numpy().tobytes())
+        parameters[name] = {"sum": float(tensor.double().sum()), "norm": float(tensor.double().norm())}
+        count += tensor.numel()
+    return {"sha256": sha.hexdigest(), "count": count, "parameters": parameters}
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
@@ -42,7 +101,7 @@ def _make_callback(run_dir: Path, max_steps: int):
             self.started = time.time()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "loss" not in logs:
+            if not logs or "loss" not in logs or not state.is_world_process_zero:
                 return
             row = {"step": state.global_step, "time": time.time(), **logs}
             append_jsonl(run_dir / "metrics.jsonl", row)
@@ -108,6 +167,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     from skill.trl_contract import build_grpo_config
 
     record = read_record(run_dir)
+    writer = rank() == 0
     rows = read_jsonl(run_dir / "train.jsonl")
     max_steps = recipe.trl.get("max_steps") or -1
     kwargs = dict(recipe.trl)
@@ -116,11 +176,11 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         save_total_limit=KEEP_CHECKPOINTS,
         save_steps=kwargs.get("save_steps") or max(1, (max_steps if max_steps > 0 else 100) // 4),
     )
-    config, _ = build_grpo_config(
-        kwargs, str(run_dir / "checkpoints"), on_target=True, target_world_size=recipe.launch.training_processes
-    )
+    # Under torchrun the world is the processes actually launched, not the recipe's target layout.
+    world_size = int(os.environ.get("WORLD_SIZE", recipe.launch.training_processes))
+    config, _ = build_grpo_config(kwargs, str(run_dir / "checkpoints"), on_target=True, target_world_size=world_size)
     checkpoint = latest_checkpoint(run_dir / "checkpoints") if resume else None
-    if checkpoint is not None:
+    if checkpoint is not None and writer:
         step = int(checkpoint.name.split("-")[1])
         kept = [row for row in read_jsonl(run_dir / "metrics.jsonl") if row.get("step", 0) <= step]
         (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in kept))
@@ -138,8 +198,17 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     )
     callback.trainer = trainer
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    dump = os.environ.get(DUMP_RANK_STATE_ENV)
+    if dump:
+        Path(dump).mkdir(parents=True, exist_ok=True)
+        digest = parameter_digest(trainer.accelerator.unwrap_model(trainer.model))
+        accelerator = trainer.accelerator
+        where = {"rank": rank(), "world_size": accelerator.num_processes, "distributed": accelerator.distributed_type}
+        (Path(dump) / f"rank-{rank()}.json").write_text(json.dumps({**where, **digest}, default=str))
     final = run_dir / "final"
-    trainer.save_model(str(final))
+    trainer.save_model(str(final))  # every rank calls it (sharded engines gather); only rank 0 writes
+    if not writer:
+        return
     trainer.processing_class.save_pretrained(str(final))
     if recipe.peft is not None:
         merged = trainer.model.merge_and_unload()
@@ -151,16 +220,21 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
+    _die_with_launcher()
     run_dir = Path(argv[0])
     resume = "--resume" in argv[1:]
-    record = read_record(run_dir)
-    record.state, record.started_at = "running", record.started_at or time.time()
-    write_record(run_dir, record)
+    writer = rank() == 0  # run.json has one writer; a rank > 0 that fails makes torchrun exit non-zero
+    if writer:
+        record = read_record(run_dir)
+        record.state, record.started_at = "running", record.started_at or time.time()
+        write_record(run_dir, record)
     try:
         recipe = GRPORecipe.model_validate_json((run_dir / "recipe.json").read_text())
         train(run_dir, recipe, resume)
     except BaseException as exc:  # record why, then exit non-zero: the job store reads run.json
         traceback.print_exc()
+        if not writer:
+            return 1
         record = read_record(run_dir)
         if record.state != "cancelled":
             record.state, record.exit_code = "failed", 1
@@ -168,6 +242,8 @@ def main(argv: list[str]) -> int:
         record.ended_at = time.time()
         write_record(run_dir, record)
         return 1
+    if not writer:
+        return 0
     record = read_record(run_dir)
     record.state, record.exit_code, record.ended_at = "succeeded", 0, time.time()
     write_record(run_dir, record)

@@ -1,0 +1,443 @@
+"""Launch plans: the files and commands that run a recipe on several GPUs or nodes with existing engines.
+
+Nothing here trains: ``accelerate launch`` runs the recipe's own script (``recipe.to_script()``) under
+DDP, DeepSpeed ZeRO-2/3 or FSDP2; ``trl vllm-serve`` serves generation on GPUs of its own in server
+mode; ``sbatch`` starts one launcher per node. The plan is data (YAML text, shell text, a layout of
+GPUs per node), so tests check it without a GPU. Layout: the vLLM server takes GPUs 0..K-1 of node 0,
+trainers take every other GPU. accelerate starts ``num_processes // num_machines`` trainers per node, so
+a node passes its own count times the number of machines; torchrun then numbers the ranks from each
+node's real count, node 0 first (measured here with two localhost "nodes" of 1 and 2 processes: world
+size 3, rank 0 on node 0). Rank 0, the only trainer that talks to the vLLM server, is thus on node 0.
+
+The local form, several CPU processes on this machine (``RunRequest.processes``), is checked here too.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from skill.errors import SkillError
+from skill.recipe import GRPORecipe
+
+Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
+CONFIG_FILE = "accelerate_config.yaml"
+SCRIPT_FILE = "train_grpo.py"
+NODE_SCRIPT = "launch_node.sh"
+SLURM_SCRIPT = "slurm.sbatch"
+MAIN_PROCESS_PORT = 29500
+VLLM_WAIT_S = 1800  # a large model can take many minutes to load; torchrun's static rendezvous waits 600 s
+
+
+class NodeLayout(BaseModel):
+    """Which GPUs of one node serve vLLM and which train."""
+
+    node_rank: int
+    vllm_gpus: list[int] = Field(default_factory=list)
+    trainer_gpus: list[int]
+    trainer_processes: int
+
+
+class LaunchPlanFiles(BaseModel):
+    """Everything needed to launch a recipe on its GPUs: layout, commands, and files by name."""
+
+    sharding: Sharding
+    sharding_reason: str
+    training_processes: int
+    vllm_tensor_parallel_size: int | None = Field(default=None, description="None: no vLLM server.")
+    nodes: list[NodeLayout]
+    commands: dict[str, str] = Field(description="Shell command lines, by role and node.")
+    files: dict[str, str] = Field(description="File name -> text; write them with write_launch_files.")
+    notes: list[str] = Field(default_factory=list)
+
+
+def gpu_list(gpus: list[int]) -> str:
+    """A CUDA_VISIBLE_DEVICES value.
+
+    >>> gpu_list([2, 3, 4])
+    '2,3,4'
+    """
+    return ",".join(str(gpu) for gpu in gpus)
+
+
+def node_layouts(recipe: GRPORecipe) -> list[NodeLayout]:
+    """vLLM on GPUs 0..K-1 of node 0, trainers on the rest; refuses a launch plan its hardware cannot hold."""
+    hardware, launch = recipe.hardware, recipe.launch
+    per_node, servers = hardware.gpus_per_node, launch.vllm_server_gpus
+    if servers > per_node:
+        raise SkillError(
+            f"The vLLM server needs {servers} GPUs of one node; a node has {per_node}.",
+            "Re-emit the recipe for this hardware (emit_grpo_config lays the processes out).",
+        )
+    nodes = []
+    for rank in range(hardware.nodes):
+        vllm = list(range(servers)) if rank == 0 else []
+        trainers = [gpu for gpu in range(per_node) if gpu not in vllm]
+        nodes.append(NodeLayout(node_rank=rank, vllm_gpus=vllm, trainer_gpus=trainers, trainer_processes=len(trainers)))
+    total = sum(node.trainer_processes for node in nodes)
+    if total != launch.training_processes:
+        raise SkillError(
+            f"The recipe's launch plan has {launch.training_processes} training process(es) and {servers} vLLM "
+            f"GPU(s), but its hardware ({hardware.nodes} node(s) x {per_node} GPUs) leaves {total} trainers.",
+            "Re-emit the recipe for this hardware, so its launch plan and hardware agree.",
+        )
+    return nodes
+
+
+def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
+    """DDP when the whole training state fits on each GPU (sharding would only add communication), else
+    ZeRO-3, which shards weights, gradients and optimizer states over the training processes."""
+    from skill.memory import estimate_memory
+
+    request = recipe.memory_request()
+    try:
+        whole = estimate_memory(request)
+    except SkillError as exc:
+        return "ddp", f"DDP: memory not estimated ({exc.problem}); pass sharding='zero3' if a GPU cannot hold it."
+    if whole.fits:
+        return "ddp", (
+            f"DDP: each GPU holds the whole training state (estimated peak {whole.peak_gib:.1f} of "
+            f"{whole.capacity_gib:.1f} GiB); sharding would only add communication."
+        )
+    if recipe.method == "qlora":
+        return "ddp", (
+            f"DDP: the estimated peak ({whole.peak_gib:.1f} GiB) does not fit {whole.capacity_gib:.1f} GiB, but "
+            "sharding an NF4 base needs bnb_4bit_quant_storage, which the recipe does not set; see the remedies."
+        )
+    processes = recipe.launch.training_processes
+    zero3 = estimate_memory(request.model_copy(update={"sharding": "zero3"}))
+    zero2 = estimate_memory(request.model_copy(update={"sharding": "zero2"}))
+    reason = (
+        f"ZeRO-3: with DDP each GPU would need {whole.peak_gib:.1f} GiB of {whole.capacity_gib:.1f}; sharding "
+        f"weights, gradients and optimizer states over {processes} training processes brings it to "
+        f"{zero3.peak_gib:.1f} GiB"
+    )
+    if not zero3.fits:
+        fixes = ", ".join(remedy.name for remedy in zero3.remedies if remedy.fits) or "none found"
+        reason += f", which still does NOT fit (remedies: {fixes})"
+    elif zero2.fits:
+        reason += f"; ZeRO-2 also fits ({zero2.peak_gib:.1f} GiB, less communication): pass sharding='zero2'"
+    return "zero3", reason + "."
+
+
+def accelerate_config(recipe: GRPORecipe, sharding: Sharding) -> str:
+    """The accelerate config YAML. machine_rank and main_process_ip are placeholders on several nodes:
+    launch_node.sh passes each node's values on the command line, which win over the file."""
+    import yaml
+
+    trl, nodes, processes = recipe.trl, recipe.hardware.nodes, recipe.launch.training_processes
+    precision = "bf16" if trl.get("bf16") else "fp16" if trl.get("fp16") else "no"
+    config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "debug": False}
+    if sharding == "ddp":
+        config["distributed_type"] = "MULTI_GPU" if processes > 1 else "NO"
+        config["gpu_ids"] = "all"  # CUDA_VISIBLE_DEVICES, set by launch_node.sh, selects the trainers' GPUs
+    elif sharding in ("zero2", "zero3"):
+        stage = 2 if sharding == "zero2" else 3
+        config["distributed_type"] = "DEEPSPEED"
+        config["deepspeed_config"] = {
+            "deepspeed_multinode_launcher": "standard",  # torchrun on each node, no pdsh/ssh
+            "offload_optimizer_device": "none",
+            "offload_param_device": "none",
+            "zero3_init_flag": stage == 3,
+            "zero3_save_16bit_model": stage == 3,
+            "zero_stage": stage,
+        }
+    else:
+        config["distributed_type"] = "FSDP"
+        config["fsdp_config"] = {
+            "fsdp_version": 2,
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",  # wraps the model's _no_split_modules (its layers)
+            "fsdp_activation_checkpointing": False,  # the recipe's activation_checkpointing does it
+            "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_offload_params": False,
+            "fsdp_reshard_after_forward": True,
+            "fsdp_state_dict_type": "FULL_STATE_DICT",
+        }
+    config.update(downcast_bf16="no", machine_rank=0, main_process_ip="127.0.0.1", main_process_port=MAIN_PROCESS_PORT)
+    config.update(main_training_function="main", mixed_precision=precision, num_machines=nodes, num_processes=processes)
+    config.update(rdzv_backend="static", same_network=True, use_cpu=False)
+    text = yaml.safe_dump(config, sort_keys=False)
+    if nodes > 1:
+        marks = {
+            "machine_rank": "  # placeholder: launch_node.sh passes --machine_rank (SLURM_NODEID)",
+            "main_process_ip": "  # placeholder: launch_node.sh passes --main_process_ip (node 0's address)",
+            "num_processes": "  # all trainers; launch_node.sh passes this node's trainers x num_machines",
+        }
+        lines = text.splitlines()
+        text = "\n".join(line + marks.get(line.split(":")[0], "") for line in lines) + "\n"
+    header = (
+        f"# accelerate config for {recipe.model.name} ({recipe.method}): {sharding}, "
+        f"{processes} training process(es) on {nodes} node(s). Written by grpo-rlvr.\n"
+    )
+    return header + text
+
+
+def _model_argument(recipe: GRPORecipe) -> str:
+    from skill.models import is_embedded
+
+    name = recipe.model.name
+    if is_embedded(name):  # the script resolves it the same way on the target
+        code = f"from skill.models import resolve_model_path; print(resolve_model_path({name!r}))"
+        return f'"$(python -c {shlex.quote(code)})"'
+    return shlex.quote(name)
+
+
+def vllm_command(recipe: GRPORecipe) -> str:
+    """``trl vllm-serve`` for the recipe's server GPUs (without CUDA_VISIBLE_DEVICES)."""
+    trl, launch = recipe.trl, recipe.launch
+    parallel = launch.vllm_tensor_parallel_size
+    parts = ["trl vllm-serve --model", _model_argument(recipe), f"--tensor-parallel-size {parallel}"]
+    if launch.vllm_server_gpus // parallel > 1:
+        parts.append(f"--data-parallel-size {launch.vllm_server_gpus // parallel}")
+    parts.append(f"--port {trl.get('vllm_server_port', 8000)}")
+    if trl.get("vllm_max_model_length"):
+        parts.append(f"--max-model-len {trl['vllm_max_model_length']}")
+    return " ".join(parts)
+
+
+def _accelerate_command(local: int, nodes: int, rank: str) -> str:
+    machine = f" --num_machines {nodes} --machine_rank {rank} --main_process_ip $MAIN_PROCESS_IP" if nodes > 1 else ""
+    return (
+        f"accelerate launch --config_file {CONFIG_FILE} --num_processes {local * nodes}{machine} "
+        f"--main_process_port {MAIN_PROCESS_PORT} {SCRIPT_FILE} --output-dir grpo-output"
+    )
+
+
+def uses_vllm_server(recipe: GRPORecipe) -> bool:
+    """True when the recipe generates with a separate ``trl vllm-serve`` process."""
+    return bool(recipe.trl.get("use_vllm")) and recipe.trl.get("vllm_mode") == "server"
+
+
+def _node_script(recipe: GRPORecipe, nodes: list[NodeLayout], sharding: Sharding) -> str:
+    first, rest = nodes[0], nodes[1:]
+    server = uses_vllm_server(recipe) and first.vllm_gpus
+    port = recipe.trl.get("vllm_server_port", 8000)
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# {recipe.model.name} ({recipe.method}), {sharding}: {recipe.launch.training_processes} trainer(s)"
+        f"{f', vLLM on {len(first.vllm_gpus)} GPU(s) of node 0' if server else ''}. Written by grpo-rlvr.",
+        "# On every node: NODE_RANK=<rank> MAIN_PROCESS_IP=<node 0 address> bash launch_node.sh [OUTPUT_DIR]",
+        "# (slurm.sbatch does it under SLURM; on one node, `bash launch_node.sh` is enough).",
+        "set -euo pipefail",
+        'cd "$(dirname "$0")"',
+        "NODE_RANK=${NODE_RANK:-${SLURM_NODEID:-0}}",
+        "MAIN_PROCESS_IP=${MAIN_PROCESS_IP:-127.0.0.1}",
+        'OUTPUT_DIR="${1:-grpo-output}"',
+        f"NUM_MACHINES={len(nodes)}",
+        'if [ "$NODE_RANK" -eq 0 ]; then',
+        f"  TRAINER_GPUS={gpu_list(first.trainer_gpus)}",
+        f"  LOCAL_TRAINERS={first.trainer_processes}",
+        "else",
+        f"  TRAINER_GPUS={gpu_list(rest[0].trainer_gpus) if rest else ''}",
+        f"  LOCAL_TRAINERS={rest[0].trainer_processes if rest else 0}",
+        "fi",
+    ]
+    if server:
+        lines += [
+            'if [ "$NODE_RANK" -eq 0 ]; then',
+            f"  CUDA_VISIBLE_DEVICES={gpu_list(first.vllm_gpus)} {vllm_command(recipe)} &",
+            "  VLLM_PID=$!",
+            "  trap 'kill \"$VLLM_PID\" 2>/dev/null || true' EXIT",
+            "fi",
+            "# Every node waits for the server: rank 0 (node 0) syncs weights with it before the first step, and",
+            "# a slow model load must not outlast torchrun's rendezvous.",
+            f"HEALTH=http://$MAIN_PROCESS_IP:{port}/health",
+            "WAITED=0",
+            "until python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \"$HEALTH\" "
+            "2>/dev/null; do",
+            '  if [ -n "${VLLM_PID:-}" ] && ! kill -0 "$VLLM_PID" 2>/dev/null; then echo "vLLM server exited" >&2;'
+            " exit 1; fi",
+            f'  if [ "$WAITED" -ge "${{VLLM_WAIT_S:-{VLLM_WAIT_S}}}" ]; then echo "no vLLM server at $HEALTH" >&2;'
+            " exit 1; fi",
+            "  sleep 2; WAITED=$((WAITED + 2))",
+            "done",
+        ]
+    lines += [
+        "# accelerate starts num_processes // num_machines trainers here: pass this node's count x machines.",
+        "CUDA_VISIBLE_DEVICES=$TRAINER_GPUS accelerate launch --config_file " + CONFIG_FILE + " \\",
+        '  --num_processes $((LOCAL_TRAINERS * NUM_MACHINES)) --num_machines "$NUM_MACHINES" \\',
+        '  --machine_rank "$NODE_RANK" --main_process_ip "$MAIN_PROCESS_IP" --main_process_port '
+        + f"{MAIN_PROCESS_PORT} \\",
+        f'  {SCRIPT_FILE} --output-dir "$OUTPUT_DIR"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _slurm_script(recipe: GRPORecipe) -> str:
+    hardware = recipe.hardware
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            "#SBATCH --job-name=grpo-rlvr",
+            f"#SBATCH --nodes={hardware.nodes}",
+            "#SBATCH --ntasks-per-node=1",
+            f"#SBATCH --gpus-per-node={hardware.gpus_per_node}",
+            "#SBATCH --exclusive",
+            "#SBATCH --output=%x-%j.out",
+            "# Submit from the directory holding these files: sbatch slurm.sbatch [OUTPUT_DIR]",
+            "set -euo pipefail",
+            'cd "${SLURM_SUBMIT_DIR:-.}"',
+            "# The allocation's first node is machine rank 0: the main process (and the vLLM server) live there.",
+            # sed reads every line: `head -n 1` would close the pipe early and, with pipefail, fail the job.
+            'MAIN_PROCESS_IP=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
+            "export MAIN_PROCESS_IP",
+            "# One task per node; each takes its machine rank from SLURM_NODEID.",
+            f'srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 bash -c \'NODE_RANK=$SLURM_NODEID bash '
+            f'{NODE_SCRIPT} "$0"\' "${{1:-grpo-output}}"',
+            "",
+        ]
+    )
+
+
+def launch_plan(recipe: GRPORecipe, sharding: Sharding | None = None) -> LaunchPlanFiles:
+    """The files and commands that run a GPU recipe on its nodes: accelerate config, the training script,
+    a per-node launcher (vLLM server and trainers on disjoint GPUs), a SLURM script.
+
+    ``sharding`` None picks one from the memory estimate and says why.
+
+    >>> from skill.emit import RecipeRequest, emit_grpo_config
+    >>> from skill.hardware import HardwareSpec
+    >>> from skill.recipe import DatasetSpec, ModelSpec
+    >>> from skill.rewards.spec import RewardSpec
+    >>> recipe = emit_grpo_config(RecipeRequest(model=ModelSpec(name="Qwen/Qwen2.5-1.5B-Instruct"),
+    ...     hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2), method="full",
+    ...     rewards=[RewardSpec(name="exact_match", role="correctness")],
+    ...     dataset=DatasetSpec(name="openai/gsm8k", columns=["answer"])))
+    >>> plan = launch_plan(recipe)
+    >>> plan.sharding, plan.training_processes, [node.trainer_gpus for node in plan.nodes][0]
+    ('ddp', 15, [1, 2, 3, 4, 5, 6, 7])
+    """
+    if recipe.hardware.accelerator == "cpu":
+        raise SkillError(
+            "A launch plan is for GPU targets; a CPU recipe runs on this machine.",
+            "Start it with run_grpo (processes=N for N local processes), or emit the recipe for GPUs.",
+        )
+    if recipe.trl.get("use_vllm") and recipe.trl.get("vllm_mode") == "server" and not recipe.launch.vllm_server_gpus:
+        raise SkillError(
+            "The recipe generates with a vLLM server but its launch plan gives the server no GPU.",
+            "Re-emit the recipe (several GPUs get a server), or set vllm_mode='colocate'.",
+        )
+    chosen, reason = (sharding, f"{sharding}: chosen by the caller.") if sharding else default_sharding(recipe)
+    if recipe.method == "qlora" and chosen in ("zero3", "fsdp2"):
+        raise SkillError(
+            f"QLoRA under {chosen} shards the NF4 base, which needs bnb_4bit_quant_storage in the quantization "
+            "config; the recipe does not set it.",
+            "Use sharding 'ddp' or 'zero2' (the adapters are small), or method 'lora'.",
+        )
+    nodes = node_layouts(recipe)
+    notes = [f"Sharding: {reason}"]
+    commands: dict[str, str] = {}
+    server = uses_vllm_server(recipe) and bool(nodes[0].vllm_gpus)
+    if nodes[0].vllm_gpus and not server:
+        notes.append(
+            f"The recipe's launch plan keeps GPU(s) {gpu_list(nodes[0].vllm_gpus)} of node 0 for a vLLM server, but "
+            "the recipe does not generate with one: they stay idle (the trainer count is the world size the recipe's "
+            "batch arithmetic was checked for)."
+        )
+    if server:
+        commands["vllm (node 0)"] = f"CUDA_VISIBLE_DEVICES={gpu_list(nodes[0].vllm_gpus)} {vllm_command(recipe)}"
+        notes.append(
+            "Only rank 0 (node 0) talks to the vLLM server (TRL's server mode), so its default host 0.0.0.0 "
+            "reaches it. vLLM is not installed where this project is tested: the server path is checked as data "
+            "(its command parsed by trl's own parser), never run."
+        )
+    count = len(nodes)
+    for node in nodes[:2]:  # nodes after the first are alike: one command with $NODE_RANK
+        rank = "0" if node.node_rank == 0 else "$NODE_RANK"
+        label = "node 0" if node.node_rank == 0 else "node 1" if count == 2 else f"node NODE_RANK = 1..{count - 1}"
+        devices = f"CUDA_VISIBLE_DEVICES={gpu_list(node.trainer_gpus)}"
+        commands[f"train ({label})"] = f"{devices} {_accelerate_command(node.trainer_processes, count, rank)}"
+    commands["all nodes, under SLURM"] = f"sbatch {SLURM_SCRIPT}"
+    files = {
+        CONFIG_FILE: accelerate_config(recipe, chosen),
+        SCRIPT_FILE: recipe.to_script(),
+        NODE_SCRIPT: _node_script(recipe, nodes, chosen),
+        SLURM_SCRIPT: _slurm_script(recipe),
+    }
+    return LaunchPlanFiles(
+        sharding=chosen,
+        sharding_reason=reason,
+        training_processes=recipe.launch.training_processes,
+        vllm_tensor_parallel_size=recipe.launch.vllm_tensor_parallel_size if server else None,
+        nodes=nodes,
+        commands=commands,
+        files=files,
+        notes=notes,
+    )
+
+
+def write_launch_files(plan: LaunchPlanFiles, directory: str | Path) -> list[Path]:
+    """Write the plan's files into a directory (created if needed); the shell scripts are executable."""
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in plan.files.items():
+        path = target / name
+        path.write_text(text)
+        if name.endswith((".sh", ".sbatch")):
+            path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        written.append(path)
+    return written
+
+
+def local_command(run_dir: Path, processes: int, resume: bool) -> list[str]:
+    """The worker's command line: one process, or torchrun with N processes on this machine (gloo on CPU).
+
+    >>> local_command(Path("/r"), 2, False)[2:6]
+    ['torch.distributed.run', '--standalone', '--nproc_per_node', '2']
+    """
+    worker = ["-m", "skill.runs.worker", str(run_dir)] + (["--resume"] if resume else [])
+    if processes == 1:
+        return [sys.executable, *worker]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), *worker]
+
+
+def processes_of(command: list[str]) -> int:
+    """How many processes a recorded worker command line started (to resume with as many).
+
+    >>> processes_of(local_command(Path("/r"), 3, False)), processes_of(local_command(Path("/r"), 1, True))
+    (3, 1)
+    """
+    return int(command[command.index("--nproc_per_node") + 1]) if "--nproc_per_node" in command else 1
+
+
+def check_local_processes(recipe: GRPORecipe, processes: int, force: bool) -> list[str]:
+    """Refuse a local multi-process run that cannot work: CPU recipes only, a core per process, whole
+    GRPO groups in each generation batch, and RAM for one model copy per process."""
+    if processes == 1:
+        return []
+    if recipe.hardware.accelerator != "cpu":
+        raise SkillError(
+            f"processes={processes} is for CPU recipes; a GPU recipe's processes are laid out by its launch plan.",
+            "Send processes=1, or launch the GPU recipe with launch_plan (accelerate) on its target.",
+        )
+    cores = os.cpu_count() or 1
+    if processes > cores:
+        raise SkillError(
+            f"processes={processes} exceeds this machine's {cores} CPU cores; each process needs one.",
+            f"Send processes <= {cores}.",
+        )
+    from skill.emit import _check_group_arithmetic
+    from skill.memory import estimate_memory
+    from skill.runs.checks import _available_ram_gib
+
+    _check_group_arithmetic(recipe.trl, processes)
+    available = _available_ram_gib()
+    request = recipe.memory_request()
+    request = request.model_copy(
+        update={"hardware": recipe.hardware.model_copy(update={"memory_gib_per_gpu": available})}
+    )
+    needed = processes * estimate_memory(request).peak_gib
+    line = f"{processes} local processes (torchrun, gloo): {needed:.2f} GiB of {available:.1f} GiB RAM."
+    if needed > available:
+        if not force:
+            raise SkillError(f"{line} Each process holds a whole model copy: it does not fit.", "Send fewer processes.")
+        return [line + " Does not fit; forced."]
+    return [line]

@@ -1,0 +1,408 @@
+"""Launch plans, checked as data and through the engines' own parsers (accelerate, trl vllm-serve, bash), and
+the local multi-process CPU run (torchrun, gloo) that really trains two ranks in sync."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from test_runs import REWARDS, pass_inspection, recipe, wait
+
+from skill.demo.task import addition_rows
+from skill.emit import RecipeRequest, emit_grpo_config
+from skill.errors import SkillError
+from skill.hardware import HardwareSpec
+from skill.recipe import DatasetSpec, ModelSpec
+from skill.rewards.spec import RewardSpec
+from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
+from skill.runs.launch import (
+    CONFIG_FILE,
+    NODE_SCRIPT,
+    SCRIPT_FILE,
+    SLURM_SCRIPT,
+    check_local_processes,
+    launch_plan,
+    write_launch_files,
+)
+from skill.runs.store import is_alive, read_jsonl, read_record, run_dir
+from skill.runs.worker import DUMP_RANK_STATE_ENV, parameter_digest
+
+TESTS = Path(__file__).resolve().parent
+CORRECT = [RewardSpec(name="exact_match", role="correctness")]
+GSM8K = DatasetSpec(name="openai/gsm8k", columns=["answer"])
+
+
+def gpu_recipe(model: str, gpu: str, gpus: int, nodes: int = 1, method: str = "full", **overrides):
+    return emit_grpo_config(
+        RecipeRequest(
+            model=ModelSpec(name=model),
+            hardware=HardwareSpec(gpu_model=gpu, gpus_per_node=gpus, nodes=nodes),
+            method=method,
+            rewards=CORRECT,
+            dataset=GSM8K,
+            overrides=overrides,
+        )
+    )
+
+
+CASES = {
+    "one GPU": ("Qwen/Qwen2.5-1.5B-Instruct", "H100", 1, 1, "full"),
+    "8 GPUs, DDP, vLLM on 1": ("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 1, "full"),
+    "8 GPUs, ZeRO-3": ("Qwen/Qwen2.5-7B-Instruct", "H100", 8, 1, "full"),
+    "4 A10G, vLLM tensor parallel 2": ("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, 1, "lora"),
+    "2 nodes x 8": ("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2, "full"),
+}
+
+
+def devices_of(command: str) -> list[int]:
+    assignment = command.split()[0]
+    assert assignment.startswith("CUDA_VISIBLE_DEVICES=")
+    return [int(gpu) for gpu in assignment.split("=", 1)[1].split(",")]
+
+
+def accelerate_args(command: str, config: dict):
+    """The accelerate launch command line as accelerate itself parses it, machine values filled from the YAML."""
+    from accelerate.commands.launch import launch_command_parser
+
+    words = shlex.split(command.replace("$MAIN_PROCESS_IP", "10.0.0.1").replace("$NODE_RANK", "1"))
+    start = words.index("launch") + 1
+    args = launch_command_parser().parse_args(words[start:])
+    args.num_machines = args.num_machines or config["num_machines"]
+    return args
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_plan_files_parse_and_match_the_recipe(case, tmp_path):
+    from accelerate.commands.config.config_args import ClusterConfig
+    from trl.scripts.vllm_serve import make_parser
+
+    model, gpu, per_node, nodes, method = CASES[case]
+    recipe = gpu_recipe(model, gpu, per_node, nodes, method)
+    plan = launch_plan(recipe)
+    launch = recipe.launch
+
+    config = yaml.safe_load(plan.files[CONFIG_FILE])
+    (tmp_path / CONFIG_FILE).write_text(plan.files[CONFIG_FILE])
+    ClusterConfig.from_yaml_file(str(tmp_path / CONFIG_FILE))  # accelerate refuses unknown keys
+    assert config["num_processes"] == launch.training_processes == plan.training_processes
+    assert config["num_machines"] == nodes == len(plan.nodes)
+
+    for node in plan.nodes:  # disjoint, and together every GPU of the node
+        assert not set(node.vllm_gpus) & set(node.trainer_gpus)
+        assert sorted(node.vllm_gpus + node.trainer_gpus) == list(range(per_node))
+    assert sum(node.trainer_processes for node in plan.nodes) == launch.training_processes
+    assert sum(len(node.vllm_gpus) for node in plan.nodes) == launch.vllm_server_gpus
+
+    train = [command for name, command in plan.commands.items() if name.startswith("train")]
+    for node, command in zip(plan.nodes, train, strict=False):
+        assert devices_of(command) == node.trainer_gpus
+        args = accelerate_args(command, config)
+        assert args.num_processes // args.num_machines == node.trainer_processes  # what accelerate starts here
+        assert (args.config_file, args.training_script) == (CONFIG_FILE, SCRIPT_FILE)
+    if launch.vllm_server_gpus:
+        command = plan.commands["vllm (node 0)"]
+        assert devices_of(command) == plan.nodes[0].vllm_gpus == list(range(launch.vllm_server_gpus))
+        (served,) = make_parser().parse_args_and_config(shlex.split(command)[3:])
+        assert (served.model, served.tensor_parallel_size) == (model, launch.vllm_tensor_parallel_size)
+        assert served.max_model_len == recipe.trl["vllm_max_model_length"]
+    else:
+        assert "vllm (node 0)" not in plan.commands and "vllm-serve" not in plan.files[NODE_SCRIPT]
+
+    assert plan.files[SCRIPT_FILE] == recipe.to_script()
+    ast.parse(plan.files[SCRIPT_FILE])
+    for name in (NODE_SCRIPT, SLURM_SCRIPT):
+        (tmp_path / name).write_text(plan.files[name])
+        subprocess.run(["bash", "-n", str(tmp_path / name)], check=True)
+    assert f"#SBATCH --nodes={nodes}" in plan.files[SLURM_SCRIPT]
+
+
+@pytest.mark.parametrize("sharding", ["ddp", "zero2", "zero3", "fsdp2"])
+def test_each_sharding_is_a_config_accelerate_loads(sharding, tmp_path):
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2)
+    text = launch_plan(recipe, sharding).files[CONFIG_FILE]
+    (tmp_path / CONFIG_FILE).write_text(text)
+    loaded = ClusterConfig.from_yaml_file(str(tmp_path / CONFIG_FILE))
+    config = yaml.safe_load(text)
+    assert config["mixed_precision"] == "bf16" and config["machine_rank"] == 0
+    assert "# placeholder" in text.split("machine_rank:")[1].splitlines()[0]  # set per node on several nodes
+    if sharding == "ddp":
+        assert loaded.distributed_type.value == "MULTI_GPU"
+    elif sharding.startswith("zero"):
+        assert loaded.distributed_type.value == "DEEPSPEED"
+        deepspeed = config["deepspeed_config"]
+        assert deepspeed["zero_stage"] == int(sharding[-1])
+        assert deepspeed["offload_optimizer_device"] == deepspeed["offload_param_device"] == "none"
+        assert deepspeed["deepspeed_multinode_launcher"] == "standard"
+    else:
+        assert loaded.distributed_type.value == "FSDP"
+        assert config["fsdp_config"]["fsdp_version"] == 2
+        assert config["fsdp_config"]["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"
+
+
+def test_default_sharding_follows_the_memory_estimate():
+    from skill.memory import estimate_memory
+
+    small = launch_plan(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8))
+    assert small.sharding == "ddp" and "whole training state" in small.sharding_reason
+    big_recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8)
+    whole = estimate_memory(big_recipe.memory_request())
+    sharded = estimate_memory(big_recipe.memory_request().model_copy(update={"sharding": "zero3"}))
+    assert not whole.fits and sharded.fits
+    big = launch_plan(big_recipe)
+    assert big.sharding == "zero3"
+    assert f"{whole.peak_gib:.1f} GiB" in big.sharding_reason and f"{sharded.peak_gib:.1f} GiB" in big.sharding_reason
+    assert big.notes[0] == f"Sharding: {big.sharding_reason}"
+
+
+def test_plans_that_cannot_work_are_refused(tiny_model_dir, tmp_path):
+    data = tmp_path / "addition.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(20)))
+    with pytest.raises(SkillError, match="for GPU targets"):
+        launch_plan(recipe(tiny_model_dir, data))
+    qlora = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="qlora")
+    with pytest.raises(SkillError, match="bnb_4bit_quant_storage"):
+        launch_plan(qlora, "zero3")
+    assert launch_plan(qlora).sharding == "ddp"  # never shards an NF4 base on its own
+    plain = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8)
+    no_server = launch_plan(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, use_vllm=False))
+    assert "vllm (node 0)" not in no_server.commands and "vllm-serve" not in no_server.files[NODE_SCRIPT]
+    assert no_server.vllm_tensor_parallel_size is None and "stay idle" in no_server.notes[-1]
+    edited = plain.model_copy(update={"launch": plain.launch.model_copy(update={"training_processes": 8})})
+    with pytest.raises(SkillError, match="leaves 7 trainers"):
+        launch_plan(edited)
+
+
+def test_write_launch_files(tmp_path):
+    plan = launch_plan(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2))
+    written = write_launch_files(plan, tmp_path / "plan")
+    assert sorted(path.name for path in written) == sorted(plan.files)
+    assert all(path.read_text() == plan.files[path.name] for path in written)
+    assert os.access(tmp_path / "plan" / NODE_SCRIPT, os.X_OK) and os.access(tmp_path / "plan" / SLURM_SCRIPT, os.X_OK)
+
+
+SRUN = """#!{python}
+import os, subprocess, sys
+command = [word for word in sys.argv[1:] if not word.startswith("--")]
+env = lambda rank: {{**os.environ, "SLURM_NODEID": str(rank)}}
+tasks = [subprocess.Popen(command, env=env(rank)) for rank in range(int(os.environ["SLURM_JOB_NUM_NODES"]))]
+sys.exit(max(task.wait() for task in tasks))
+"""
+RECORDER = """#!{python}
+import http.server, json, os, sys, time
+with open(os.environ["SHIM_LOG"], "a") as log:
+    log.write(json.dumps({{"tool": {tool!r}, "argv": sys.argv[1:], "node": os.environ.get("NODE_RANK"),
+                          "devices": os.environ.get("CUDA_VISIBLE_DEVICES")}}) + "\\n")
+if {tool!r} == "trl":  # answer /health like the vLLM server, until launch_node.sh stops it
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", int(sys.argv[sys.argv.index("--port") + 1])), Health).serve_forever()
+time.sleep(4)  # node 0 keeps its server up while the other node is still waiting for it
+"""
+
+
+@pytest.mark.slow
+def test_slurm_script_starts_each_node_with_its_rank_and_gpus(tmp_path):
+    """The shell scripts run for real under stand-ins for srun, scontrol, trl and accelerate that record
+    what each node was asked to do."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2, vllm_server_port=port)
+    plan = launch_plan(recipe)
+    write_launch_files(plan, tmp_path / "plan")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    scripts = {
+        "srun": SRUN.format(python=sys.executable),
+        "scontrol": "#!/bin/sh\necho 127.0.0.1\necho node-b\n",
+        "trl": RECORDER.format(python=sys.executable, tool="trl"),
+        "accelerate": RECORDER.format(python=sys.executable, tool="accelerate"),
+    }
+    for name, text in scripts.items():
+        (shims / name).write_text(text)
+        (shims / name).chmod(0o755)
+    log = tmp_path / "calls.jsonl"
+    env = {
+        **os.environ,
+        "PATH": f"{shims}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "SHIM_LOG": str(log),
+        "SLURM_JOB_NODELIST": "node-[a-b]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_SUBMIT_DIR": str(tmp_path / "plan"),
+    }
+    subprocess.run(["bash", str(tmp_path / "plan" / SLURM_SCRIPT), "out"], env=env, check=True, timeout=60)
+
+    calls = read_jsonl(log)
+    (server,) = [call for call in calls if call["tool"] == "trl"]
+    assert server["node"] == "0" and server["devices"] == "0"
+    assert server["argv"][:3] == ["vllm-serve", "--model", "Qwen/Qwen2.5-1.5B-Instruct"]
+    config = yaml.safe_load(plan.files[CONFIG_FILE])
+    trainers = sorted((call for call in calls if call["tool"] == "accelerate"), key=lambda call: call["node"])
+    assert [call["node"] for call in trainers] == ["0", "1"]
+    started = 0
+    for node, call in zip(plan.nodes, trainers, strict=True):
+        assert call["devices"] == ",".join(map(str, node.trainer_gpus))
+        args = accelerate_args("accelerate " + shlex.join(call["argv"]), config)
+        assert (args.machine_rank, args.main_process_ip) == (node.node_rank, "127.0.0.1")  # rank from SLURM_NODEID
+        assert args.num_processes // args.num_machines == node.trainer_processes
+        assert args.training_script_args == ["--output-dir", "out"]
+        started += args.num_processes // args.num_machines
+    assert started == recipe.launch.training_processes == 15
+
+
+def test_local_processes_are_refused_when_they_cannot_work(tiny_model_dir, tmp_path, monkeypatch):
+    data = tmp_path / "addition.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(20)))
+    cpu = recipe(tiny_model_dir, data)
+    assert check_local_processes(cpu, 1, force=False) == []
+    assert "2 local processes (torchrun, gloo)" in check_local_processes(cpu, 2, force=False)[0]
+    with pytest.raises(SkillError, match="is for CPU recipes"):
+        check_local_processes(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 1), 2, force=False)
+    uneven = recipe(tiny_model_dir, data, generation_batch_size=24)  # 3 groups of 8 with one process
+    with pytest.raises(SkillError, match=r"not divisible by the global batch 8 x 2 training processes = 16"):
+        check_local_processes(uneven, 2, force=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    with pytest.raises(SkillError, match="exceeds this machine's 1 CPU cores"):
+        check_local_processes(cpu, 2, force=False)
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        RunRequest(recipe=cpu, processes=0)
+
+
+@pytest.fixture(scope="module")
+def digit_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny random model, nudged to write digits and spaces: about 60% of its completions are a bare
+    number, so the format reward differs within a group and GRPO has a gradient (a model that never
+    earns a reward never moves, and its ranks agree for free)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    favoured = [tokenizer.convert_tokens_to_ids(token) for token in [*"0123456789", "Ġ"]]
+    with torch.no_grad():
+        embedding = model.get_input_embeddings().weight  # tied to the output head
+        embedding[:, 0] += 1.0
+        embedding[favoured, 0] += 3.0
+    directory = tmp_path_factory.mktemp("digit-model")
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def addition_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("launch-data") / "addition.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(64)))
+    return path
+
+
+def rank_pids(directory: Path) -> list[int]:
+    """The worker ranks of a run (not torchrun itself), found by their command lines."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            words = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"skill.runs.worker" in words and str(directory).encode() in words and b"torch.distributed.run" not in words:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_train_and_end_in_sync(digit_model_dir, addition_data, tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv(DUMP_RANK_STATE_ENV, str(tmp_path / "ranks"))
+    pass_inspection(REWARDS)
+    steps, run_id = 3, f"two-ranks-{uuid.uuid4().hex[:6]}"
+    started = time.time()
+    status = run_grpo(
+        RunRequest(recipe=recipe(digit_model_dir, addition_data, steps=steps), run_id=run_id, processes=2)
+    )
+    directory = run_dir(run_id)
+    record = read_record(directory)
+    assert (
+        "torch.distributed.run" in record.command
+        and record.command[record.command.index("--nproc_per_node") + 1] == "2"
+    )
+    assert "torch.distributed.run" in (Path(f"/proc/{record.pid}/cmdline").read_bytes().decode().replace("\0", " "))
+    status = wait(run_id)
+    elapsed = time.time() - started
+    assert status.state == "succeeded", run_logs(run_id).lines[-30:]
+
+    metrics = read_jsonl(directory / "metrics.jsonl")
+    assert [row["step"] for row in metrics] == list(range(1, steps + 1))  # rank 0 alone writes
+    assert any(row["grad_norm"] > 0 for row in metrics), metrics
+
+    ranks = [json.loads((tmp_path / "ranks" / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    initial = parameter_digest(AutoModelForCausalLM.from_pretrained(digit_model_dir))
+    final = parameter_digest(AutoModelForCausalLM.from_pretrained(directory / "final"))
+    assert [(r["rank"], r["world_size"], r["distributed"]) for r in ranks] == [(0, 2, "MULTI_CPU"), (1, 2, "MULTI_CPU")]
+    assert ranks[0]["sha256"] == ranks[1]["sha256"]  # the ranks hold the same parameters...
+    assert ranks[0]["sha256"] != initial["sha256"]  # ...and they are not the ones they started from
+    assert final["sha256"] == ranks[0]["sha256"]  # what was saved is what trained
+    before = dict(AutoModelForCausalLM.from_pretrained(digit_model_dir).named_parameters())
+    after = dict(AutoModelForCausalLM.from_pretrained(directory / "final").named_parameters())
+    largest = {name: float((after[name] - before[name]).detach().abs().max()) for name in before}
+    changed = sum(1 for value in largest.values() if value > 0)
+    print(
+        f"\n2 ranks, {steps} steps in {elapsed:.1f} s; {changed}/{len(largest)} parameter tensors changed, "
+        f"largest element change {max(largest.values()):.3g}; grad_norm {[round(r['grad_norm'], 4) for r in metrics]}"
+    )
+    assert changed == len(largest)
+
+
+@pytest.mark.slow
+def test_a_killed_torchrun_takes_its_ranks_and_resume_keeps_two(digit_model_dir, addition_data):
+    pass_inspection(REWARDS)
+    run_id = f"two-ranks-kill-{uuid.uuid4().hex[:6]}"
+    request = RunRequest(
+        recipe=recipe(digit_model_dir, addition_data, steps=8, save_steps=2), run_id=run_id, processes=2
+    )
+    run_grpo(request)
+    directory = run_dir(run_id)
+    until(lambda: list((directory / "checkpoints").glob("checkpoint-*/trainer_state.json")), 240)
+    assert len(rank_pids(directory)) == 2
+    os.killpg(read_record(directory).pid, signal.SIGKILL)  # torchrun only: its ranks live in sessions of their own
+    status = wait(run_id, timeout=30)
+    assert status.state == "failed" and status.signal == signal.SIGKILL, status.reason
+    until(lambda: not rank_pids(directory), 10)  # PR_SET_PDEATHSIG: no rank outlives torchrun
+
+    with pytest.raises(SkillError, match="keeps its count"):
+        run_grpo(RunRequest(resume_run_id=run_id, processes=3))
+    run_grpo(RunRequest(resume_run_id=run_id))
+    assert "--nproc_per_node" in read_record(directory).command
+    until(lambda: read_record(directory).resumed_from_step, 120)  # rank 0 trimmed the metrics to the checkpoint
+    resumed = read_record(directory).resumed_from_step
+    until(lambda: len(read_jsonl(directory / "metrics.jsonl")) > resumed, 120)
+    assert len(rank_pids(directory)) == 2
+    status = cancel_run(run_id)  # SIGTERM to torchrun, which stops its ranks
+    assert status.state == "cancelled" and not is_alive(read_record(directory))
+    until(lambda: not rank_pids(directory), 10)
+    steps = [row["step"] for row in read_jsonl(directory / "metrics.jsonl")]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) > resumed >= 2
+
+
+def until(condition, timeout: float) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.2)
