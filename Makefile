@@ -21,7 +21,11 @@ ensure-bubblewrap:
 	  apt-get install -y bubblewrap || { apt-get update && apt-get install -y bubblewrap; } || echo "bubblewrap install failed"; \
 	else echo "bubblewrap (bwrap) is missing; the sandbox falls back to weaker isolation. Install: sudo apt-get install -y bubblewrap"; fi
 
+# Prints the one command that adds this checkout to Claude Code as a plugin (skill + MCP server).
 install: $(STAMP)
+	@echo "grpo-rlvr is installed in '$(CURDIR)/$(VENV)'. Add it to Claude Code (skill + MCP server, loaded in place):"
+	@echo "  mkdir -p ~/.claude/skills && ln -sfn '$(CURDIR)' ~/.claude/skills/grpo-rlvr"
+	@echo "For one session only: claude --plugin-dir '$(CURDIR)'. Other MCP clients: see README.md, 'MCP clients'."
 
 test: $(STAMP)
 	$(PY) -m ruff check .

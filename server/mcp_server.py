@@ -2,22 +2,36 @@
 
 Only pydantic models are imported at start; torch, transformers and trl load inside the tools
 that need them, so the first ``tools/list`` answers about as fast as ``import mcp.server``.
+
+Besides the tools it serves the skill's documents (SKILL.md, references, JSON Schemas), a run's
+status and metrics, and an inspection report as resources, and the whole flow as one prompt.
+Every tool error has one shape (see ``server.tool_errors``): ``"<tool>: <what was wrong and what to
+send>"``, including arguments the SDK rejects before an adapter runs.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import wraps
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
+from mcp.server.mcpserver.resources import FileResource
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field, ValidationError
 
+from server.tool_errors import ToolContract, field_lines, invalid_arguments, shown, tool_message
 from skill.emit import RecipeRequest, emit_grpo_config
-from skill.errors import SkillError, pydantic_error_message
+from skill.errors import SkillError
 from skill.inspection_models import InspectionReport, InspectionRequest, ReviewRequest
 from skill.memory import MemoryEstimate, MemoryRequest, estimate_memory
 from skill.recipe import GRPORecipe
@@ -27,11 +41,53 @@ from skill.runs.jobs import RunList, RunLogs, RunRequest, RunStatus
 logger = logging.getLogger("grpo_rlvr.server")
 T = TypeVar("T")
 
+SERVER_NAME = "grpo-rlvr-training"
+REPOSITORY = Path(__file__).resolve().parent.parent
+
 INSTRUCTIONS = (
     "GRPO with verifiable rewards on Hugging Face TRL. Flow: route_check (is RL the right tool?) -> "
-    "inspect_rewards (mandatory reward read) -> emit_grpo_config (validated recipe) -> estimate_memory -> "
-    "run_grpo. Read the resource SKILL.md for the method."
+    "inspect_rewards (the mandatory reward read) -> record_review (your labels; the gate) -> emit_grpo_config "
+    "(validated recipe) -> estimate_memory (compare options) -> run_grpo -> run_status / run_logs. "
+    "The prompt 'finetune' walks the flow; the resource grpo://skill/SKILL.md is the method, "
+    "grpo://references/* the details, grpo://schemas/* the contracts. Every tool error starts with the tool's "
+    "name and says what to send instead."
 )
+
+
+# --------------------------------------------------------------------------------------------
+# Tool registry: adapters are declared once at module level, registered by build_server().
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    function: Callable[..., Any]
+    name: str
+    title: str
+    annotations: ToolAnnotations
+    example: Mapping[str, Any]
+    hint: str = ""
+
+
+TOOL_SPECS: list[ToolSpec] = []
+
+
+def _hints(*, read_only: bool, destructive: bool, idempotent: bool, open_world: bool) -> ToolAnnotations:
+    """All four hints, always explicit: a client must not fall back to the spec's pessimistic defaults."""
+    return ToolAnnotations(
+        read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent, open_world_hint=open_world
+    )
+
+
+def _tool(
+    name: str, title: str, annotations: ToolAnnotations, example: Mapping[str, Any], hint: str = ""
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Declare an adapter as a tool, with the valid example its argument errors quote."""
+
+    def register(function: Callable[..., T]) -> Callable[..., T]:
+        TOOL_SPECS.append(ToolSpec(_as_tool_errors(function), name, title, annotations, example, hint))
+        return function
+
+    return register
 
 
 def _as_tool_errors(function: Callable[..., T]) -> Callable[..., T]:
@@ -43,10 +99,36 @@ def _as_tool_errors(function: Callable[..., T]) -> Callable[..., T]:
             return function(*args, **kwargs)
         except SkillError as exc:
             raise ToolError(str(exc)) from None
-        except ValueError as exc:  # pydantic ValidationError from nested models built inside the tool
-            raise ToolError(pydantic_error_message(exc, "request")) from None
+        except ValidationError as exc:  # a nested model built inside the tool from the caller's data
+            raise ToolError("the request was refused:\n" + "\n".join(field_lines(exc.errors()))) from None
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        except OSError as exc:  # a path the caller sent that does not exist or cannot be read: theirs to fix
+            raise ToolError(f"{exc}. Send a path that exists on the server's machine.") from None
 
     return wrapper
+
+
+def _description(text: str) -> str:
+    """A docstring as a model reads it: no code indentation, paragraphs joined into lines."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in paragraph.splitlines()) for paragraph in paragraphs)
+
+
+_DOCTEST = re.compile(r"\n*^>>> .*", re.MULTILINE | re.DOTALL)
+
+
+def _strip_doctests(schema: Any) -> None:
+    """Drop doctest examples that pydantic copies from model docstrings into schema descriptions."""
+    if isinstance(schema, dict):
+        description = schema.get("description")
+        if isinstance(description, str) and ">>> " in description:
+            schema["description"] = _DOCTEST.sub("", description).strip()
+        for value in schema.values():
+            _strip_doctests(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            _strip_doctests(value)
 
 
 def _progress_reporter(ctx: Context) -> Callable[[float, float, str], None]:
@@ -62,162 +144,532 @@ def _progress_reporter(ctx: Context) -> Callable[[float, float, str], None]:
     return report
 
 
-def build_server() -> MCPServer:
-    """The MCP server with every tool registered."""
-    server = MCPServer(name="grpo-rlvr-training", instructions=INSTRUCTIONS)
+RunId = Annotated[str, Field(description="A run id, as run_grpo or list_runs returned it (e.g. 'gsm8k-lora-1').")]
 
-    @server.tool(
-        name="emit_grpo_config",
-        title="Emit a validated GRPO config",
-        annotations=ToolAnnotations(
-            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-        ),
+EXAMPLE_RECIPE_REQUEST: dict[str, Any] = {
+    "model": {"name": "Qwen/Qwen2.5-1.5B-Instruct"},
+    "hardware": {"gpu_model": "H100", "gpus_per_node": 1},
+    "method": "lora",
+    "rewards": [{"name": "format", "role": "format", "weight": 0.2}, {"name": "exact_match", "role": "correctness"}],
+    "dataset": {"name": "openai/gsm8k", "columns": ["answer"]},
+}
+
+
+@_tool(
+    "route_check",
+    "Check whether GRPO is the right tool",
+    _hints(read_only=False, destructive=False, idempotent=False, open_world=True),
+    {"request": {"signal": "math_answer"}},
+    hint='To measure instead of guess, add a verifier and a probe, e.g. "verifier": {"name": "exact_match", '
+    '"role": "correctness"}, "probe": {"dataset": "embedded:addition", "num_prompts": 8}.',
+)
+def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision:
+    """Decide whether a fine-tuning task should use GRPO at all. Call it first, before any config.
+
+    Send `signal`, the kind of feedback the task has (unit_tests, parser_schema, tool_call_schema, math_answer,
+    exact_answer, preference_pairs, demonstrations, human_judgment). To measure instead of guess, also send a
+    `verifier` (a reward spec) and a `probe` (model plus prompts, rows or a dataset file): the base model is sampled
+    n times per prompt on the server's machine and scored (minutes on a CPU; progress is reported; a hub model not
+    in the local cache may be fetched).
+
+    Returns the route (grpo | lora-qlora-recipes | preference-optimization | eval-harness-first | not-worth-rl),
+    reasons, evidence (pass@1, pass@k, learnable fraction), the next step and the decision `id`; the samples are
+    saved under that id.
+
+    Next: when the route is grpo, call inspect_rewards with route_decision_id=<id> (it reuses the samples), then
+    emit_grpo_config with the same route_decision_id. Otherwise hand over to the skill named in next_skill.
+    """
+    return route_check(request, progress=_progress_reporter(ctx))
+
+
+@_tool(
+    "inspect_rewards",
+    "Inspect the reward functions (the mandatory read)",
+    _hints(read_only=False, destructive=False, idempotent=False, open_world=True),
+    {
+        "request": {
+            "rewards": [{"name": "exact_match", "role": "correctness"}],
+            "samples": [{"prompt": "What is 2 + 3?", "completion": "<answer>5</answer>", "columns": {"answer": "5"}}],
+        }
+    },
+    hint="Send exactly one sample source: samples, route_decision_id (from route_check) or generate.",
+)
+def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> InspectionReport:
+    """Run the rewards on 50-100 sampled outputs before any training: the read that gates run_grpo.
+
+    Call it after route_check (pass its decision id as route_decision_id to reuse its samples), or with your own
+    `samples`, or with `generate` to sample the policy here (progress is reported; a hub model not in the local cache
+    may be fetched; a judge reward may call its endpoint).
+
+    Returns the report with verdict 'pending': per-reward scores, weighted totals, extracted answers, failures,
+    statistics, flags (constant reward, failures, composite rule, length correlation, saturation, scale imbalance,
+    zero-variance groups), known-hack probes (empty answer tags, candidate lists, echoing the prompt, sys.exit(0),
+    AlwaysEqual, judge master keys...) and `paths` to its Markdown and HTML. The Markdown is also the resource
+    grpo://inspections/{id}.
+
+    Next: read every sample, decide whether you agree with each judgment, and send your labels with record_review.
+    run_grpo refuses rewards without a passed inspection.
+    """
+    from skill.inspection import inspect_rewards
+
+    return inspect_rewards(request, progress=_progress_reporter(ctx))
+
+
+@_tool(
+    "record_review",
+    "Record a reader's review of an inspection",
+    _hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+    {
+        "request": {
+            "report_id": "insp-20250101-120000-abc123",
+            "reviewer": "claude",
+            "reviewer_kind": "agent",
+            "labels": {"0": True, "1": True, "2": False},
+        }
+    },
+)
+def record_review_tool(request: ReviewRequest) -> InspectionReport:
+    """Record whether the reader agrees with the rewards' judgment of each sample of an inspection; decides the gate.
+
+    Call it after reading the report inspect_rewards returned. Send the report_id, who read (reviewer and
+    reviewer_kind human|agent) and labels: sample id -> true when you agree with the reward's judgment of that
+    sample, false when you do not. It replaces any earlier review of the same report.
+
+    Returns the report with verdict passed|failed and verdict_reasons. The gate passes with at least 50 labelled
+    samples, zero disagreements, no blocking flag, and every attention check caught (a few samples carry a
+    deliberately wrong score). A non-interactive accept-all is recorded and does not pass.
+
+    Next: if failed, fix the reward functions (or the labels' reading) and inspect again; if passed,
+    emit_grpo_config.
+    """
+    from skill.inspection_gate import record_review
+
+    return record_review(request)
+
+
+@_tool(
+    "emit_grpo_config",
+    "Emit a validated GRPO config",
+    _hints(read_only=True, destructive=False, idempotent=True, open_world=False),
+    {"request": EXAMPLE_RECIPE_REQUEST},
+)
+def emit_grpo_config_tool(request: RecipeRequest) -> GRPORecipe:
+    """Emit a GRPO training recipe that the installed TRL accepts, with a reason for every value.
+
+    Call it after route_check decided 'grpo' (send its route_decision_id) and the rewards passed inspection. Send
+    the model (HF id, local path or the embedded default), the target hardware (GPU model and count, or
+    accelerator 'cpu'), the method (full | lora | qlora | auto), reward specs (name, role, weight) and the dataset;
+    optionally a variant name, observed symptoms (e.g. 'length_growth_without_accuracy') and explicit GRPOConfig
+    overrides with override_reasons.
+
+    Returns the recipe: TRL GRPOConfig kwargs, model, method, PEFT, data, rewards, launch plan, the memory estimate
+    and reasons, proven against the installed TRL.
+
+    Next: check the attached memory estimate (or compare options with estimate_memory), then start it with
+    run_grpo({"request": {"recipe": <this result>}}).
+    """
+    return emit_grpo_config(request)
+
+
+@_tool(
+    "estimate_memory",
+    "Estimate GRPO memory per GPU",
+    _hints(read_only=True, destructive=False, idempotent=True, open_world=False),
+    {"request": {"model": "Qwen/Qwen2.5-7B-Instruct", "hardware": {"gpu_model": "A100-40GB"}, "method": "lora"}},
+)
+def estimate_memory_tool(request: MemoryRequest) -> MemoryEstimate:
+    """Estimate the per-GPU (or CPU RAM) memory of a whole GRPO setup before renting hardware.
+
+    Call it to size a setup or compare options; emit_grpo_config already attaches an estimate to every recipe.
+    Send the model (hub id, local directory with config.json, or explicit `shape` numbers), the hardware and the
+    training settings (method, batch, prompt and completion lengths, vLLM, sharding...).
+
+    Returns weights, gradients, optimizer states, reference model, activations, the log-prob computation, colocated
+    vLLM and overhead; the peak in the training step and in generation; whether it fits; and remedies ranked by cost
+    (checkpointing, vLLM sleep mode or share, smaller micro-batch, 8-bit Adam, LoRA, QLoRA, ZeRO-3, more GPUs), each
+    with the peak it would give.
+
+    Next: apply the cheapest remedy that fits through emit_grpo_config (method, overrides) and run_grpo.
+    """
+    return estimate_memory(request)
+
+
+@_tool(
+    "run_grpo",
+    "Start a GRPO training run",
+    _hints(read_only=False, destructive=False, idempotent=False, open_world=True),
+    {"request": {"resume_run_id": "gsm8k-lora-1"}},
+    hint='To start a new run send {"request": {"recipe": <the result of emit_grpo_config>, "run_id": "gsm8k-lora-1"}}.',
+)
+def run_grpo_tool(request: RunRequest) -> RunStatus:
+    """Start a real GRPO run of a recipe on the server's machine, in its own process; returns at once.
+
+    Call it with the recipe emit_grpo_config returned, after the rewards passed inspection. It refuses, with the
+    reason: rewards without a passed inspection (never overridable), a route decision that is not grpo, a recipe that
+    does not fit memory (force + force_reason override these two), a target this machine is not (a GPU recipe
+    without a GPU, vLLM not installed), data missing the columns the rewards read. Send resume_run_id instead of a
+    recipe to continue a stopped run from its last checkpoint. A hub model or dataset not in the local cache is
+    fetched by the run.
+
+    Returns the run's status with its run_id (state 'starting').
+
+    Next: run_status with wait_seconds to follow it, run_logs to read its log, cancel_run to stop it.
+    """
+    from skill.runs import jobs
+
+    return jobs.run_grpo(request)
+
+
+@_tool(
+    "run_status",
+    "Status of a run",
+    _hints(read_only=True, destructive=False, idempotent=True, open_world=False),
+    {"run_id": "gsm8k-lora-1", "wait_seconds": 30},
+)
+def run_status_tool(
+    run_id: RunId,
+    ctx: Context,
+    wait_seconds: Annotated[
+        float, Field(ge=0, le=600, description="Block up to this long while the run moves (progress is reported).")
+    ] = 0.0,
+) -> RunStatus:
+    """Where a run stands. Call it after run_grpo, repeatedly, to follow a run.
+
+    Returns the state (starting|running|succeeded|failed|cancelled), step and ETA, the last metric points (rewards
+    per function, kl, entropy, lengths...), health warnings with the variant or re-weighting to apply, the reason
+    when it ended, and the run's files. With wait_seconds it blocks while the run moves, reporting progress.
+
+    Next: on a health warning, re-emit with emit_grpo_config(symptoms=[...]) and start a new run; on failure read
+    run_logs. The full metric history is the resource grpo://runs/{run_id}/metrics.
+    """
+    from skill.runs import jobs
+
+    return jobs.run_status(run_id, wait_seconds, progress=_progress_reporter(ctx))
+
+
+@_tool(
+    "run_logs",
+    "Tail a run's log",
+    _hints(read_only=True, destructive=False, idempotent=True, open_world=False),
+    {"run_id": "gsm8k-lora-1", "lines": 50},
+)
+def run_logs_tool(
+    run_id: RunId, lines: Annotated[int, Field(ge=1, le=5000, description="How many of the last lines.")] = 100
+) -> RunLogs:
+    """The last lines of a run's train.log: progress lines, warnings, and the traceback if it failed.
+
+    Call it when run_status reports a failure or something odd. Returns the lines, oldest first.
+    """
+    from skill.runs import jobs
+
+    return jobs.run_logs(run_id, lines)
+
+
+@_tool(
+    "cancel_run",
+    "Cancel a run",
+    _hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+    {"run_id": "gsm8k-lora-1"},
+)
+def cancel_run_tool(run_id: RunId) -> RunStatus:
+    """Stop a running run: SIGTERM to its process group, then SIGKILL; the step in flight is lost.
+
+    Its checkpoints stay, so it can be resumed with run_grpo({"request": {"resume_run_id": ...}}). Cancelling a run
+    that already ended changes nothing. Returns the run's status.
+    """
+    from skill.runs import jobs
+
+    return jobs.cancel_run(run_id)
+
+
+@_tool(
+    "list_runs",
+    "List runs",
+    _hints(read_only=True, destructive=False, idempotent=True, open_world=False),
+    {},
+)
+def list_runs_tool() -> RunList:
+    """Every run under the server's state root, newest first, with its state and step.
+
+    Call it to find a run id. Next: run_status or run_logs on one of them.
+    """
+    from skill.runs import jobs
+
+    return jobs.list_runs()
+
+
+# --------------------------------------------------------------------------------------------
+# The server.
+
+
+class GrpoServer(MCPServer):
+    """An MCPServer whose tool errors all take the project's shape.
+
+    The SDK validates arguments before an adapter runs and answers a mismatch with pydantic's raw text; its
+    tool errors also carry an "Error executing tool ..." prefix. ``call_tool`` is the one place every call passes
+    (in memory, stdio and HTTP alike), so the rewriting happens here.
+    """
+
+    def __init__(self, tools: list[Tool], contracts: dict[str, ToolContract], **kwargs: Any) -> None:
+        super().__init__(tools=tools, **kwargs)
+        self.contracts = contracts
+        self._validators = {tool.name: tool.fn_metadata for tool in tools}
+
+    def argument_errors(self, name: str, arguments: dict[str, Any]) -> list[Any]:
+        """Pydantic's errors for these arguments against the tool's input model; empty when they fit."""
+        try:
+            self._validators[name].validate_arguments(arguments)
+        except ValidationError as exc:
+            return list(exc.errors())
+        return []
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | Any:
+        contract = self.contracts.get(name)
+        if contract is None:
+            label = name if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name) else "tools/call"
+            raise ToolError(f"{label}: unknown tool {shown(name)}. Send one of: {', '.join(self.contracts)}.")
+        if any(key not in contract.accepted for key in arguments):
+            known = {key: value for key, value in arguments.items() if key in contract.accepted}
+            raise ToolError(invalid_arguments(contract, self.argument_errors(name, known), arguments))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            logger.error("Tool %r crashed", name, exc_info=exc.__cause__ or exc)
+            message = "internal error (a bug in grpo-rlvr, not in the request); the server's log has the traceback."
+            raise ToolError(tool_message(name, message)) from None
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):  # the SDK's argument validation
+                raise ToolError(invalid_arguments(contract, cause.errors(), arguments)) from cause
+            text = str(cause) if isinstance(cause, ToolError) else str(exc)
+            raise ToolError(tool_message(name, text.removeprefix(f"Error executing tool {name}: "))) from None
+
+
+def _build_tools() -> tuple[list[Tool], dict[str, ToolContract]]:
+    tools, contracts = [], {}
+    for spec in TOOL_SPECS:
+        tool = Tool.from_function(
+            spec.function,
+            name=spec.name,
+            title=spec.title,
+            description=_description(spec.function.__doc__ or ""),
+            annotations=spec.annotations,
+        )
+        _strip_doctests(tool.parameters)
+        _strip_doctests(tool.output_schema)
+        tools.append(tool)
+        contracts[spec.name] = ToolContract.of(spec.name, tool.parameters, spec.example, spec.hint)
+    return tools, contracts
+
+
+def build_server() -> GrpoServer:
+    """The MCP server with every tool, resource and prompt registered."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        server_version = version("grpo-rlvr")
+    except PackageNotFoundError:  # run from a checkout without installing
+        server_version = "0"
+    tools, contracts = _build_tools()
+    server = GrpoServer(
+        tools,
+        contracts,
+        name=SERVER_NAME,
+        title="GRPO with verifiable rewards (TRL)",
+        version=server_version,
+        instructions=INSTRUCTIONS,
     )
-    @_as_tool_errors
-    def emit_grpo_config_tool(request: RecipeRequest) -> GRPORecipe:
-        """Emit a GRPO training recipe (TRL GRPOConfig kwargs plus model, data, rewards, launch plan) that the
-        installed TRL accepts, with a reason for every value. Call it after route_check decided 'grpo' and the
-        rewards passed inspection. Send the model (HF id, local path or the embedded default), the target hardware
-        (GPU model and count, or cpu), the method (full | lora | qlora), reward specs (name, role, weight) and the
-        dataset; optionally a variant name or observed symptoms (e.g. 'length_growth_without_accuracy') and explicit
-        GRPOConfig overrides. Returns the recipe; run it with run_grpo or render it as a script with the CLI."""
-        return emit_grpo_config(request)
-
-    @server.tool(
-        name="estimate_memory",
-        title="Estimate GRPO memory per GPU",
-        annotations=ToolAnnotations(
-            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-        ),
-    )
-    @_as_tool_errors
-    def estimate_memory_tool(request: MemoryRequest) -> MemoryEstimate:
-        """Estimate the per-GPU (or CPU RAM) memory of a whole GRPO setup before renting hardware: weights,
-        gradients, optimizer states, reference model, activations, the log-prob computation, colocated vLLM and
-        overhead; the peak in the training step and in generation; whether it fits; and remedies ranked by cost
-        (checkpointing, vLLM sleep mode or share, smaller micro-batch, 8-bit Adam, LoRA, QLoRA, ZeRO-3, more GPUs),
-        each with the peak it would give. Send the model (hub id, local directory with config.json, or explicit
-        shape numbers), the hardware and the training settings. emit_grpo_config already attaches this estimate to
-        a recipe; call this tool to compare options."""
-        return estimate_memory(request)
-
-    @server.tool(
-        name="route_check",
-        title="Check whether GRPO is the right tool",
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-        ),
-    )
-    @_as_tool_errors
-    def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision:
-        """Decide whether a fine-tuning task should use GRPO — call it first, before any config. Send the kind of
-        feedback the task has (unit_tests, parser_schema, tool_call_schema, math_answer, exact_answer,
-        preference_pairs, demonstrations, human_judgment) and, to measure instead of guess, a verifier (RewardSpec)
-        plus a probe (model and prompts or a dataset): the base model is sampled n times per prompt (progress is
-        reported) and scored. Returns the route (grpo | lora-qlora-recipes | preference-optimization |
-        eval-harness-first | not-worth-rl), reasons, evidence (pass@1, pass@k, per-prompt successes, learnable
-        fraction) and the next step. The samples are saved under the decision id for inspect_rewards to reuse."""
-        return route_check(request, progress=_progress_reporter(ctx))
-
-    @server.tool(
-        name="inspect_rewards",
-        title="Inspect the reward functions (the mandatory read)",
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-        ),
-    )
-    @_as_tool_errors
-    def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> InspectionReport:
-        """Run the recipe's reward functions on 50-100 sampled outputs before any training: per-reward scores,
-        weighted totals, extracted answers, failures, statistics, flags (constant reward, failures, composite rule,
-        length correlation, saturation, scale imbalance, zero-variance groups) and known-hack probes (empty answer
-        tags, candidate lists, echoing the prompt, sys.exit(0), AlwaysEqual, judge master keys...). Samples come
-        from `samples`, a route_check decision id (no second sampling), or `generate` (progress is reported).
-        Returns the report with verdict 'pending'; next, read every sample (report.paths has Markdown and HTML)
-        and call record_review with your labels. Training refuses rewards without a passed inspection."""
-        from skill.inspection import inspect_rewards
-
-        return inspect_rewards(request, progress=_progress_reporter(ctx))
-
-    @server.tool(
-        name="record_review",
-        title="Record a reader's review of an inspection",
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-        ),
-    )
-    @_as_tool_errors
-    def record_review_tool(request: ReviewRequest) -> InspectionReport:
-        """Record whether the reader agrees with the rewards' judgment of each sample of an inspection report
-        (labels: sample id -> true/false; say who read: reviewer and reviewer_kind human|agent). The gate passes
-        with at least 50 labelled samples, zero disagreements, no blocking flag, and every attention check caught
-        (a few samples are shown with a deliberately wrong score). A non-interactive accept-all is recorded and
-        does not pass. Returns the report with verdict passed|failed and what to fix."""
-        from skill.inspection_gate import record_review
-
-        return record_review(request)
-
-    _register_run_tools(server)
+    _register_documents(server)
+    _register_state_resources(server)
+    _register_prompts(server)
     return server
 
 
-def _register_run_tools(server: MCPServer) -> None:
-    from skill.runs import jobs
+# --------------------------------------------------------------------------------------------
+# Resources and prompts.
 
-    def annotations(read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations:
-        return ToolAnnotations(
-            read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent, open_world_hint=False
+
+def _first_heading(path: Path) -> str:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("# "):
+                return line[2:].strip()
+    return path.stem
+
+
+def _register_documents(server: MCPServer) -> None:
+    """SKILL.md, references/*.md and schemas/*.json, read from the checkout when asked for."""
+    skill_md = REPOSITORY / "SKILL.md"
+    if skill_md.is_file():
+        server.add_resource(
+            FileResource(
+                uri="grpo://skill/SKILL.md",
+                path=skill_md,
+                name="SKILL.md",
+                title="The GRPO-RLVR skill: the method and the flow",
+                description="Read first: when GRPO applies, the reward gate, the recipe, sizing, and what to change "
+                "from a run's symptoms.",
+                mime_type="text/markdown",
+                encoding="utf-8",
+            )
+        )
+    for path in sorted((REPOSITORY / "references").glob("*.md")):
+        server.add_resource(
+            FileResource(
+                uri=f"grpo://references/{path.name}",
+                path=path,
+                name=f"references/{path.name}",
+                title=_first_heading(path),
+                description=f"Reference for the skill: {_first_heading(path)}.",
+                mime_type="text/markdown",
+                encoding="utf-8",
+            )
+        )
+    for path in sorted((REPOSITORY / "schemas").glob("*.json")):
+        server.add_resource(
+            FileResource(
+                uri=f"grpo://schemas/{path.name}",
+                path=path,
+                name=f"schemas/{path.name}",
+                title=f"JSON Schema: {path.stem.replace('_', ' ')}",
+                description=f"The JSON Schema (draft 2020-12) of the {path.stem.replace('_', ' ')} contract, "
+                "generated from the Pydantic model the tools validate against.",
+                mime_type="application/schema+json",
+                encoding="utf-8",
+            )
         )
 
-    @server.tool(name="run_grpo", title="Start a GRPO training run", annotations=annotations(False, False, False))
-    @_as_tool_errors
-    def run_grpo_tool(request: RunRequest) -> RunStatus:
-        """Start a real GRPO run of a recipe (from emit_grpo_config) on this machine, in its own process; returns
-        at once with the run id. Refuses, with the reason, rewards without a passed inspection (never overridable),
-        a route decision that is not grpo, a recipe that does not fit memory (force + force_reason overrides these
-        two), a target this machine is not (GPU recipe without a GPU, vLLM not installed), data missing the columns
-        the rewards read. Send resume_run_id to continue a stopped run from its last checkpoint. Next: run_status
-        (with wait_seconds to follow it), run_logs, cancel_run."""
-        return jobs.run_grpo(request)
 
-    @server.tool(name="run_status", title="Status of a run", annotations=annotations(True, False, True))
-    @_as_tool_errors
-    def run_status_tool(run_id: str, ctx: Context, wait_seconds: float = 0.0) -> RunStatus:
-        """State (starting|running|succeeded|failed|cancelled), step and ETA, the last metric points (rewards per
-        function, kl, entropy, lengths...), health warnings with the variant or re-weighting to apply, and the
-        run's files. wait_seconds (up to 600) blocks while the run moves, reporting progress meanwhile."""
-        return jobs.run_status(run_id, min(max(wait_seconds, 0.0), 600.0), progress=_progress_reporter(ctx))
+def _not_found(exc: SkillError) -> ResourceNotFoundError:
+    return ResourceNotFoundError(str(exc))
 
-    @server.tool(name="run_logs", title="Tail a run's log", annotations=annotations(True, False, True))
-    @_as_tool_errors
-    def run_logs_tool(run_id: str, lines: int = 100) -> RunLogs:
-        """The last lines of a run's train.log (progress lines, warnings, a traceback if it failed)."""
-        return jobs.run_logs(run_id, lines)
 
-    @server.tool(name="cancel_run", title="Cancel a run", annotations=annotations(False, True, True))
-    @_as_tool_errors
-    def cancel_run_tool(run_id: str) -> RunStatus:
-        """Stop a running run (SIGTERM to its process group, then SIGKILL); its checkpoints stay, so it can be
-        resumed with run_grpo(resume_run_id=...)."""
-        return jobs.cancel_run(run_id)
+def _register_state_resources(server: MCPServer) -> None:
+    """A run's status and metrics and an inspection report, read from the state root on each request."""
 
-    @server.tool(name="list_runs", title="List runs", annotations=annotations(True, False, True))
-    @_as_tool_errors
-    def list_runs_tool() -> RunList:
-        """Every run under the state root, newest first, with state and step."""
-        return jobs.list_runs()
+    @server.resource(
+        "grpo://runs/{run_id}/status",
+        name="run-status",
+        title="A run's status",
+        description="What run_status returns (state, step, ETA, last metrics, health warnings), as JSON.",
+        mime_type="application/json",
+    )
+    def run_status_resource(run_id: str) -> str:
+        from skill.runs import jobs
 
-    @server.resource("grpo://runs/{run_id}/metrics", mime_type="application/json")
+        try:
+            return jobs.run_status(run_id).model_dump_json(indent=1)
+        except SkillError as exc:
+            raise _not_found(exc) from None
+
+    @server.resource(
+        "grpo://runs/{run_id}/metrics",
+        name="run-metrics",
+        title="A run's metrics",
+        description="Every logged metric point of a run (metrics.jsonl as a JSON array), oldest first.",
+        mime_type="application/json",
+    )
     def run_metrics(run_id: str) -> str:
-        """A run's logged metric points (metrics.jsonl as a JSON array)."""
         import json
 
         from skill.runs.store import read_jsonl, run_dir
 
-        return json.dumps(read_jsonl(run_dir(run_id) / "metrics.jsonl"))
+        try:
+            return json.dumps(read_jsonl(run_dir(run_id) / "metrics.jsonl"))
+        except SkillError as exc:
+            raise _not_found(exc) from None
+
+    @server.resource(
+        "grpo://inspections/{report_id}",
+        name="inspection-report",
+        title="An inspection report",
+        description="The Markdown report of an inspect_rewards run: every sample with its scores, the flags, "
+        "the hack probes and the verdict. Read it before record_review.",
+        mime_type="text/markdown",
+    )
+    def inspection_report(report_id: str) -> str:
+        from skill.inspection import load_report
+        from skill.inspection_render import render_markdown
+
+        try:
+            return render_markdown(load_report(report_id))
+        except SkillError as exc:
+            raise _not_found(exc) from None
+
+
+FINETUNE_PROMPT = """\
+Fine-tune a model with GRPO and verifiable rewards (the grpo-rlvr skill), following each step in order.
+
+Task: {task}
+Model: {model}
+Hardware: {hardware}
+Dataset: {dataset}
+
+Read the resource grpo://skill/SKILL.md first; it is the method. Then:
+
+1. Route. Call route_check with the task's signal kind, a verifier (the reward that decides pass/fail) and a \
+probe (the model and ~32 prompts, 8 samples each). Continue only if the route is "grpo"; otherwise report the \
+route, its evidence and next_skill, and stop.
+2. Inspect the rewards. Call inspect_rewards with the rewards you intend to train on and \
+route_decision_id=<the decision id>. Read every sample in the report (grpo://inspections/<report id>) and judge \
+it yourself. Any disagreement with a reward means: fix the reward first, then inspect again.
+3. Review. Call record_review with your per-sample labels (reviewer_kind "agent"). Do not accept all without \
+reading; it is recorded and does not pass. Continue only when the verdict is "passed".
+4. Config. Call emit_grpo_config with the model, hardware, method, rewards (correctness weight above format \
+weight), dataset and route_decision_id. Never hand-write GRPOConfig values; deviate only through overrides with \
+override_reasons.
+5. Memory. Read the recipe's memory estimate; if it does not fit, call estimate_memory to compare remedies and \
+re-emit with the cheapest one that fits.
+6. Run. Call run_grpo with the recipe, then follow it with run_status (wait_seconds) and run_logs. On a health \
+warning, name the symptom and re-emit with symptoms=[...] (see grpo://references/grpo-variants.md).
+
+Report at each step what you sent, what came back, and why you continue or stop.
+"""
+
+
+def _register_prompts(server: MCPServer) -> None:
+    @server.prompt(
+        name="finetune",
+        title="Fine-tune with GRPO (route, inspect, config, memory, run)",
+        description="Walk the /finetune GRPO flow with the tools: route_check, inspect_rewards, record_review, "
+        "emit_grpo_config, estimate_memory, run_grpo, run_status.",
+    )
+    def finetune(
+        task: Annotated[str, Field(description="What the model should learn and how success is checked.")],
+        model: Annotated[str, Field(description="Base model: hub id, local directory or the embedded one.")] = "",
+        hardware: Annotated[str, Field(description="Where it trains, e.g. '1x H100' or 'this CPU'.")] = "",
+        dataset: Annotated[str, Field(description="Prompts with the columns the rewards read.")] = "",
+    ) -> str:
+        """Why a prompt: a client can offer the whole flow as one command, with the gate spelled out."""
+        return FINETUNE_PROMPT.format(
+            task=task,
+            model=model or "(choose one; the embedded SmolLM2-135M-Instruct runs anywhere)",
+            hardware=hardware or "(ask, or target this machine)",
+            dataset=dataset or "(ask which prompts and answer columns the rewards read)",
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Transports.
+
+
+def _log_to_stderr() -> None:
+    """Logs go to stderr: on stdio, stdout is the protocol stream and one stray line breaks the client."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
 def serve_stdio() -> None:
-    """Serve over stdio; logs go to stderr so stdout stays a clean protocol stream."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    """Serve over stdio (the default transport)."""
+    _log_to_stderr()
     build_server().run("stdio")
+
+
+def serve_http(host: str, port: int) -> None:
+    """Serve over streamable HTTP at http://HOST:PORT/mcp; ``server.http_transport`` has the binding rules."""
+    from server.http_transport import check_binding, configured_token, run_http
+
+    check_binding(host, configured_token())  # refuse before building anything
+    _log_to_stderr()
+    run_http(build_server(), host, port)
