@@ -13,6 +13,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -39,11 +40,23 @@ def _schema_models() -> dict[str, tuple[type[BaseModel], str]]:
     }
 
 
+def _without_doctests(node: Any) -> Any:
+    """Class docstrings become schema descriptions; their doctest examples are for the test suite, not clients."""
+    if isinstance(node, dict):
+        cleaned = {key: _without_doctests(value) for key, value in node.items()}
+        if isinstance(cleaned.get("description"), str):
+            cleaned["description"] = cleaned["description"].split("\n>>>", 1)[0].strip()
+        return cleaned
+    if isinstance(node, list):
+        return [_without_doctests(item) for item in node]
+    return node
+
+
 def render_schemas() -> dict[str, str]:
     """File name -> JSON Schema text for every contract."""
     rendered = {}
     for name, (model, mode) in _schema_models().items():
-        schema = model.model_json_schema(mode=mode)
+        schema = _without_doctests(model.model_json_schema(mode=mode))
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         rendered[name] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     return rendered

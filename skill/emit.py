@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from skill.architectures import known_model_names, known_parameters_b, parameters_from_local_dir
 from skill.errors import SkillError
@@ -62,12 +62,14 @@ SEED: dict[str, tuple[Any, str]] = {
 class RecipeRequest(BaseModel):
     """What emit_grpo_config needs: the model, where it trains, how, on what rewards and data."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+
     model: ModelSpec = Field(default_factory=ModelSpec)
     hardware: HardwareSpec = Field(description="The target machine(s).")
     method: Literal["full", "lora", "qlora", "auto"] = Field(
         default="auto",
-        description="full fine-tune, LoRA, or QLoRA (NF4 base). 'auto' needs the memory estimator and is "
-        "refused until it exists: pick one.",
+        description="full fine-tune, LoRA, or QLoRA (NF4 base); 'auto' picks the cheapest whose memory estimate "
+        "fits (full, then LoRA, then QLoRA on GPUs).",
     )
     rewards: list[RewardSpec] = Field(description="Reward specs; at least one correctness (or judge) reward.")
     dataset: DatasetSpec

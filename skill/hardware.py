@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skill.errors import SkillError
 
@@ -81,6 +81,8 @@ def lookup_gpu(name: str) -> GPUModel | None:
 
 class HardwareSpec(BaseModel):
     """The machine(s) the recipe targets: GPUs (model, memory, count, nodes) or a CPU."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     accelerator: Literal["gpu", "cpu"] = Field(
         default="gpu", description="'gpu' for CUDA accelerators, 'cpu' to train on the CPU (small models only)."

@@ -31,7 +31,7 @@ from skill.inspection_models import (
 from skill.rewards.composite import check_composite
 from skill.rewards.spec import RewardSpec
 from skill.sampling import Progress
-from skill.state import state_dir
+from skill.state import state_dir, validate_identifier
 
 # The gate policy on a non-interactive review (--yes, accept all without a per-sample read): it is accepted
 # when nothing else blocks (no blocking flag), recorded as exactly that, and named as such in the run's
@@ -343,7 +343,7 @@ def save_report(report: InspectionReport) -> InspectionReport:
 
 def load_report(report_id: str) -> InspectionReport:
     """A stored report by id."""
-    path = _report_dir() / f"{report_id}.json"
+    path = _report_dir() / f"{validate_identifier(report_id, 'inspection')}.json"
     if not path.is_file():
         raise SkillError(f"No inspection {report_id!r} under {path.parent}.", "Send an id inspect_rewards returned.")
     return InspectionReport.model_validate_json(path.read_text())
@@ -360,7 +360,8 @@ def inspect_rewards(request: InspectionRequest, progress: Progress | None = None
     samples, source = _collect(request, progress)
     if len(samples) < MIN_SAMPLES:
         raise SkillError(
-            f"Only {len(samples)} samples: a reward read needs at least {MIN_SAMPLES} to see its failure modes.",
+            f"Only {len(samples)} sample{'s' if len(samples) != 1 else ''}: a reward read needs at least "
+            f"{MIN_SAMPLES} to see its failure modes.",
             f"Send {MIN_SAMPLES}-{MAX_SAMPLES} samples (or generate more: raise num_prompts or n).",
         )
     samples = samples[:MAX_SAMPLES]

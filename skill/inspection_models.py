@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skill.models import EMBEDDED_MODEL_ID
 from skill.rewards.spec import RewardSpec
@@ -16,6 +16,8 @@ MAX_SAMPLES = 100
 class SuppliedSample(BaseModel):
     """One sampled output to inspect, with the dataset columns its rewards read."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+
     prompt: Any = Field(description="Text or chat messages.")
     completion: str
     columns: dict[str, Any] = Field(default_factory=dict, description="Dataset columns, e.g. {'answer': '12'}.")
@@ -24,6 +26,8 @@ class SuppliedSample(BaseModel):
 
 class GenerateSamples(BaseModel):
     """Sample the policy on the task's prompts (the sampling module route_check uses)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     model: str = EMBEDDED_MODEL_ID
     rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and reward columns.")
@@ -44,6 +48,8 @@ class GenerateSamples(BaseModel):
 
 class InspectionRequest(BaseModel):
     """Which rewards to inspect, and on which samples (exactly one source)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     rewards: list[RewardSpec] = Field(min_length=1)
     samples: list[SuppliedSample] | None = None
@@ -146,6 +152,8 @@ class InspectionReport(BaseModel):
 
 class ReviewRequest(BaseModel):
     """A reader's labels for an inspection report (the HTML page exports exactly this)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     report_id: str
     reviewer: str = Field(description="Who read the samples: a person's name or an agent's.")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from skill.architectures import ModelShape, resolve_shape
 from skill.errors import SkillError
@@ -50,6 +50,8 @@ Sharding = Literal["none", "zero2", "zero3", "fsdp"]
 
 class MemoryRequest(BaseModel):
     """What decides GRPO memory on one device. Defaults follow the seed recipe."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     model: str | None = Field(
         default=None, description="Hub id, local directory or the embedded default's id; or send `shape`."

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from skill.hardware import HardwareSpec, LaunchPlan
 from skill.models import EMBEDDED_MODEL_ID
@@ -21,6 +21,8 @@ Method = Literal["full", "lora", "qlora"]
 
 class ModelSpec(BaseModel):
     """The policy model."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     name: str = Field(
         default=EMBEDDED_MODEL_ID,
@@ -34,6 +36,8 @@ class ModelSpec(BaseModel):
 
 class DatasetSpec(BaseModel):
     """The training prompts."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     name: str = Field(
         description="Hugging Face dataset id, a local .jsonl/.json/.csv/.parquet file, or 'embedded:addition'."
@@ -50,6 +54,8 @@ class DatasetSpec(BaseModel):
 
 class PeftSpec(BaseModel):
     """LoRA / QLoRA adapter settings (peft.LoraConfig)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     r: int = Field(default=16, ge=1, description="LoRA rank.")
     lora_alpha: int = Field(default=32, ge=1, description="LoRA scaling numerator (alpha / r scales the update).")

@@ -16,13 +16,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skill.errors import SkillError
 from skill.models import EMBEDDED_MODEL_ID
 from skill.rewards.spec import RewardSpec
 from skill.sampling import Progress, Prompt, SamplingSettings, sample_completions
-from skill.state import state_dir
+from skill.state import state_dir, validate_identifier
 
 SignalKind = Literal[
     "unit_tests",
@@ -43,6 +43,8 @@ LOW_TEMPERATURE = 0.2
 
 class ProbeSpec(BaseModel):
     """Sample the base model on the task's prompts and score the samples with the verifier."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     model: str = Field(default=EMBEDDED_MODEL_ID, description="Hub id (cached locally), directory or the embedded id.")
     prompts: list[Prompt] | None = Field(default=None, description="Prompts (text or chat messages), no columns.")
@@ -72,6 +74,8 @@ class ProbeSpec(BaseModel):
 
 class RouteRequest(BaseModel):
     """The kind of feedback the task has, an optional verifier, and an optional probe of the base model."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     signal: SignalKind
     verifier: RewardSpec | None = Field(default=None, description="The reward that decides pass/fail.")
@@ -282,7 +286,7 @@ def save_route(
 
 def load_route(route_id: str) -> tuple[RouteDecision, list[dict[str, Any]]]:
     """A saved decision and its samples."""
-    path = state_dir("routes") / f"{route_id}.json"
+    path = state_dir("routes") / f"{validate_identifier(route_id, 'route decision')}.json"
     if not path.is_file():
         raise SkillError(
             f"No route decision {route_id!r} under {path.parent}.", "Send an id that route_check returned."

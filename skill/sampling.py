@@ -50,12 +50,14 @@ def load_policy(model: str) -> tuple[Any, Any]:
 
     path = resolve_model_path(model)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        policy = AutoModelForCausalLM.from_pretrained(path, dtype="auto")
+        # Nothing is fetched at run time: a hub id works only when it is already in the local cache.
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        policy = AutoModelForCausalLM.from_pretrained(path, dtype="auto", local_files_only=True)
     except OSError as exc:
         raise SkillError(
             f"Cannot load model {model!r} here: {exc}",
-            "Send a local model directory or the embedded default; nothing is downloaded at run time.",
+            "Send a local model directory, a hub id already in the local cache, or the embedded default; nothing "
+            "is downloaded at run time.",
         ) from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:

@@ -8,7 +8,10 @@ repository, so a checkout never fills with checkpoints.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+from skill.errors import SkillError
 
 STATE_ROOT_ENV = "GRPO_RLVR_HOME"
 SUBDIRECTORIES = ("runs", "inspections", "routes", "cache")
@@ -43,3 +46,25 @@ def state_dir(kind: str) -> Path:
     path = state_root() / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+
+
+def validate_identifier(value: str, kind: str) -> str:
+    """Refuse an id that could name a file outside its state directory.
+
+    >>> validate_identifier("insp-20261130-1", "inspection")
+    'insp-20261130-1'
+    >>> validate_identifier("../x", "run")
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: Run id '../x' is not allowed. Send letters, digits, '.', '_' and '-' (no '/' or '..').
+    """
+    if not _IDENTIFIER.fullmatch(value) or ".." in value:
+        shown = value if len(value) <= 60 else value[:60] + "..."
+        raise SkillError(
+            f"{kind.capitalize()} id {shown!r} is not allowed.",
+            "Send letters, digits, '.', '_' and '-' (no '/' or '..').",
+        )
+    return value

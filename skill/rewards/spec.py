@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 RewardRole = Literal["format", "correctness", "shaping", "judge"]
 
@@ -18,6 +18,8 @@ class RewardSpec(BaseModel):
     >>> RewardSpec(name="exact_match", role="correctness", weight=1.0).role
     'correctness'
     """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     name: str = Field(
         description="A reward from the project's registry (e.g. 'format', 'exact_match', 'unit_tests') or a user "

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from skill.errors import SkillError
 from skill.recipe import GRPORecipe
@@ -42,6 +42,8 @@ _CHILDREN: dict[str, subprocess.Popen] = {}
 
 class RunRequest(BaseModel):
     """Start (or resume) a GRPO run of a recipe on this machine."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     recipe: GRPORecipe | None = Field(default=None, description="The recipe (emit_grpo_config's output).")
     run_id: str | None = Field(default=None, description="A name for the run (default: generated).")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -18,11 +17,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
-from skill.state import state_dir
+from skill.state import state_dir, validate_identifier
 
 RunState = Literal["starting", "running", "succeeded", "failed", "cancelled"]
 FINAL_STATES = ("succeeded", "failed", "cancelled")
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 
 
 class RunRecord(BaseModel):
@@ -48,20 +46,12 @@ class RunRecord(BaseModel):
 
 
 def validate_run_id(run_id: str) -> str:
-    """Refuse ids that could escape the runs directory.
+    """Refuse run ids that could escape the runs directory.
 
     >>> validate_run_id("demo-1")
     'demo-1'
-    >>> validate_run_id("../x")
-    Traceback (most recent call last):
-    ...
-    skill.errors.SkillError: Run id '../x' is not allowed. Send letters, digits, '.', '_' and '-' (no '/' or '..').
     """
-    if not _RUN_ID.fullmatch(run_id) or ".." in run_id:
-        raise SkillError(
-            f"Run id {run_id!r} is not allowed.", "Send letters, digits, '.', '_' and '-' (no '/' or '..')."
-        )
-    return run_id
+    return validate_identifier(run_id, "run")
 
 
 def runs_root() -> Path:
