@@ -256,6 +256,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run of every benchmark)")
     parser.add_argument("--skip-demo", action="store_true")
+    parser.add_argument("--demo-json", type=Path, help="reuse a measured demo result (bench/demo_result.json)")
     parser.add_argument("--output", type=Path, default=BENCH / "RESULTS.md")
     args = parser.parse_args()
     os.environ.setdefault("GRPO_RLVR_HOME", str(Path.home() / ".cache" / "grpo-rlvr-bench"))
@@ -270,7 +271,9 @@ def main() -> int:
         ),
         "memory_accuracy": _run("memory", memory_accuracy),
     }
-    if not args.skip_demo:
+    if args.demo_json:
+        results["demo"] = {"ok": True, "result": json.loads(args.demo_json.read_text())["demo"]}
+    elif not args.skip_demo:
         from skill.demo.pipeline import run_demo
 
         results["demo"] = _run(
