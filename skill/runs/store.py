@@ -115,9 +115,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def append_jsonl(path: Path, row: dict[str, Any]) -> None:
+def append_jsonl(path: Path, *rows: dict[str, Any]) -> None:
+    """Append rows in one write and one fsync (a step's lines land together, or not at all but the last)."""
     with path.open("a") as handle:
-        handle.write(json.dumps(row, default=str) + "\n")
+        handle.write("".join(json.dumps(row, default=str) + "\n" for row in rows))
         handle.flush()
         os.fsync(handle.fileno())
 

@@ -109,16 +109,17 @@ def _make_callback(run_dir: Path, max_steps: int):
             if logs_store and logs_store.get("completion"):
                 completions = list(logs_store["completion"])[-COMPLETIONS_PER_STEP:]
                 prompts = list(logs_store["prompt"])[-COMPLETIONS_PER_STEP:]
-                for index, (prompt, completion) in enumerate(zip(prompts, completions, strict=False)):
-                    rewards = {
-                        name: list(values)[-COMPLETIONS_PER_STEP:][index]
-                        for name, values in logs_store["rewards"].items()
-                        if len(values) >= COMPLETIONS_PER_STEP
+                rewards = {name: list(values)[-COMPLETIONS_PER_STEP:] for name, values in logs_store["rewards"].items()}
+                rows = [
+                    {
+                        "step": state.global_step,
+                        "prompt": prompt,
+                        "completion": completion,
+                        "rewards": {name: values[index] for name, values in rewards.items() if index < len(values)},
                     }
-                    append_jsonl(
-                        run_dir / "completions.jsonl",
-                        {"step": state.global_step, "prompt": prompt, "completion": completion, "rewards": rewards},
-                    )
+                    for index, (prompt, completion) in enumerate(zip(prompts, completions, strict=False))
+                ]
+                append_jsonl(run_dir / "completions.jsonl", *rows)
             per_reward = " ".join(
                 f"{k.split('/')[1]}={v:.3f}"
                 for k, v in logs.items()
