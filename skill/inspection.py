@@ -89,6 +89,7 @@ def _collect(request: InspectionRequest, progress: Progress | None) -> tuple[lis
 def _fingerprint_parts(specs: list[RewardSpec]) -> dict[str, str]:
     """One hash per reward: its spec, the source of every module defining it, and the library versions."""
     import hashlib
+    import importlib
     import importlib.metadata
     import inspect
 
@@ -103,7 +104,7 @@ def _fingerprint_parts(specs: list[RewardSpec]) -> dict[str, str]:
     parts = {}
     for position, spec in enumerate(specs):
         if ":" in spec.name:
-            modules = [registry.importlib.import_module(spec.name.split(":", 1)[0])]
+            modules = [importlib.import_module(spec.name.split(":", 1)[0])]
         else:
             modules = [inspect.getmodule(registry.registered_reward(spec).build), base]
         sources = {
