@@ -13,7 +13,6 @@ import json
 import math
 import random
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from skill.inspection_models import (
 from skill.rewards.composite import check_composite
 from skill.rewards.spec import RewardSpec
 from skill.sampling import Progress
-from skill.state import state_dir, validate_identifier
+from skill.state import new_id, state_dir, validate_identifier, write_atomically
 
 # The gate policy on a non-interactive review (--yes, accept all without a per-sample read): it is accepted
 # when nothing else blocks (no blocking flag), recorded as exactly that, and named as such in the run's
@@ -309,10 +308,10 @@ def _plant_attention_checks(results: list[SampleResult], specs: list[RewardSpec]
     mixed = results + planted
     rng.shuffle(mixed)
     planted_ids = []
-    for new_id, result in enumerate(mixed):
+    for position, result in enumerate(mixed):
         if any(result is p for p in planted):
-            planted_ids.append(new_id)
-        result.id = new_id
+            planted_ids.append(position)
+        result.id = position
     return mixed, planted_ids
 
 
@@ -336,9 +335,7 @@ def save_report(report: InspectionReport) -> InspectionReport:
         ("html", render_html(report)),
         ("json", report.model_dump_json(indent=1)),
     ):
-        staging = paths[kind].with_name(paths[kind].name + ".tmp")
-        staging.write_text(text)
-        staging.replace(paths[kind])
+        write_atomically(paths[kind], text)
     return report
 
 
@@ -389,7 +386,7 @@ def inspect_rewards(request: InspectionRequest, progress: Progress | None = None
     shown, planted = _plant_attention_checks(results, request.rewards, request.planted, request.seed)
     fingerprint, parts = reward_fingerprint(request.rewards)
     report = InspectionReport(
-        id=f"insp-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}",
+        id=new_id("insp"),
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         rewards=request.rewards,
         reward_fingerprint=fingerprint,
@@ -401,7 +398,7 @@ def inspect_rewards(request: InspectionRequest, progress: Progress | None = None
         seconds=round(time.perf_counter() - started, 3),
     )
     key = _report_dir() / f"{report.id}.key.json"
-    key.write_text(json.dumps({"planted": planted, "fingerprint_parts": parts}))
+    write_atomically(key, json.dumps({"planted": planted, "fingerprint_parts": parts}))
     save_report(report)
     if progress is not None:
         progress(3, 3, f"report {report.id} written")

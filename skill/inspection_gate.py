@@ -15,6 +15,7 @@ from skill.errors import SkillError
 from skill.inspection import ACCEPT_NON_INTERACTIVE, _report_dir, load_report, reward_fingerprint, save_report
 from skill.inspection_models import MIN_SAMPLES, InspectionReport, Review, ReviewRequest
 from skill.rewards.spec import RewardSpec
+from skill.state import write_atomically
 
 
 def _planted(report_id: str) -> list[int]:
@@ -98,9 +99,7 @@ def _index_verdict(report: InspectionReport) -> None:
         index[report.reward_fingerprint] = report.id
     elif index.get(report.reward_fingerprint) == report.id:
         del index[report.reward_fingerprint]
-    staging = path.with_name(path.name + ".tmp")
-    staging.write_text(json.dumps(index, indent=1))
-    staging.replace(path)
+    write_atomically(path, json.dumps(index, indent=1))
 
 
 def require_passed_inspection(rewards: list[RewardSpec]) -> InspectionReport:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,7 +21,7 @@ from skill.errors import SkillError
 from skill.models import EMBEDDED_MODEL_ID
 from skill.rewards.spec import RewardSpec
 from skill.sampling import Progress, Prompt, SamplingSettings, sample_completions
-from skill.state import state_dir, validate_identifier
+from skill.state import new_id, state_dir, validate_identifier, write_atomically
 
 SignalKind = Literal[
     "unit_tests",
@@ -262,12 +261,6 @@ def _decide(evidence: RouteEvidence) -> tuple[Route, list[str], str | None, str]
     return "grpo", reasons, None, "Inspect the rewards on these samples (inspect_rewards), then emit the config."
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    staging = path.with_name(path.name + ".tmp")
-    staging.write_text(text)
-    staging.replace(path)
-
-
 def save_route(
     decision: RouteDecision, samples: list[dict[str, Any]], rows: list[dict[str, Any]] | None = None
 ) -> Path:
@@ -277,10 +270,10 @@ def save_route(
     if rows is not None and decision.evidence is not None:
         learnable = directory / f"{decision.id}.learnable.jsonl"
         indices = decision.evidence.learnable_prompt_indices
-        _write_atomically(learnable, "".join(json.dumps(rows[i], default=str) + "\n" for i in indices))
+        write_atomically(learnable, "".join(json.dumps(rows[i], default=str) + "\n" for i in indices))
         decision.learnable_dataset = str(learnable)
     path = directory / f"{decision.id}.json"
-    _write_atomically(path, json.dumps({"decision": decision.model_dump(mode="json"), "samples": samples}, default=str))
+    write_atomically(path, json.dumps({"decision": decision.model_dump(mode="json"), "samples": samples}, default=str))
     return path
 
 
@@ -307,7 +300,7 @@ def route_check(request: RouteRequest, progress: Progress | None = None) -> Rout
     """
     if request.probe is not None and request.verifier is None:
         raise SkillError("A probe needs a verifier to score the samples.", "Send verifier (a RewardSpec).")
-    route_id = f"route-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    route_id = new_id("route")
     samples: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] | None = None
     if request.signal == "preference_pairs":

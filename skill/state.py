@@ -68,3 +68,28 @@ def validate_identifier(value: str, kind: str) -> str:
             "Send letters, digits, '.', '_' and '-' (no '/' or '..').",
         )
     return value
+
+
+def new_id(prefix: str) -> str:
+    """A sortable, unique id for a stored object: prefix, UTC-ish timestamp, random suffix.
+
+    >>> new_id("run").startswith("run-")
+    True
+    """
+    import time
+    import uuid
+
+    return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write a sibling file, then rename it over ``path``: readers never see half a file.
+
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "x.json"
+    >>> write_atomically(target, "{}"); target.read_text()
+    '{}'
+    """
+    staging = path.with_name(path.name + ".tmp")
+    staging.write_text(text)
+    staging.replace(path)

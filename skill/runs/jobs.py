@@ -11,7 +11,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from skill.runs.store import (
     write_record,
 )
 from skill.sampling import Progress
+from skill.state import new_id
 
 MAX_RUNS_ENV = "GRPO_RLVR_MAX_RUNS"
 CANCEL_GRACE_S = 10.0
@@ -283,7 +283,7 @@ def run_grpo(request: RunRequest) -> RunStatus:
         return _status(directory)
     if request.recipe is None:
         raise SkillError("No recipe to run.", "Send recipe (from emit_grpo_config) or resume_run_id.")
-    generated = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    generated = new_id("run")
     run_id = validate_run_id(generated if request.run_id is None else request.run_id)
     if (runs_root() / run_id).exists():
         raise SkillError(f"Run {run_id!r} exists.", "Send another run_id, or resume_run_id to continue it.")

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
-from skill.state import state_dir, validate_identifier
+from skill.state import state_dir, validate_identifier, write_atomically
 
 RunState = Literal["starting", "running", "succeeded", "failed", "cancelled"]
 FINAL_STATES = ("succeeded", "failed", "cancelled")
@@ -72,9 +72,7 @@ def read_record(directory: Path) -> RunRecord:
 
 def write_record(directory: Path, record: RunRecord) -> None:
     """Replace run.json atomically: readers never see half a file."""
-    staging = directory / "run.json.tmp"
-    staging.write_text(record.model_dump_json(indent=1))
-    staging.replace(directory / "run.json")
+    write_atomically(directory / "run.json", record.model_dump_json(indent=1))
 
 
 def process_start_ticks(pid: int) -> int | None:
