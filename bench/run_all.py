@@ -61,8 +61,8 @@ def memory_accuracy() -> list[dict]:
     from datasets import Dataset
 
     from skill.demo.task import addition_rows
-    from skill.memory_measurement import compare_with_estimate, measure_grpo_step
-    from skill.models import embedded_model_dir
+    from skill.memory.measurement import compare_with_estimate, measure_grpo_step
+    from skill.models.sources import embedded_model_dir
     from skill.rewards.registry import build_reward_functions
     from skill.rewards.spec import RewardSpec
 

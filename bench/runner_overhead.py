@@ -60,9 +60,9 @@ def _per_step(times: list[float]) -> float:
 
 def _passed_inspection(specs) -> None:
     from skill.demo.task import addition_rows
-    from skill.inspection import inspect_rewards
-    from skill.inspection_gate import record_review
-    from skill.inspection_models import InspectionRequest, ReviewRequest, SuppliedSample
+    from skill.inspection.gate import record_review
+    from skill.inspection.run import inspect_rewards
+    from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
 
     samples = [
         SuppliedSample(
@@ -85,10 +85,10 @@ def measure(steps: int = 20, rounds: int = 2) -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
     os.environ["GRPO_RLVR_HOME"] = str(work / "state")
     from skill.demo.task import addition_rows
-    from skill.emit import RecipeRequest, emit_grpo_config
-    from skill.hardware import HardwareSpec
-    from skill.models import save_tiny_random_model
-    from skill.recipe import DatasetSpec, ModelSpec
+    from skill.hardware.specs import HardwareSpec
+    from skill.models.sources import save_tiny_random_model
+    from skill.recipe.emit import RecipeRequest, emit_grpo_config
+    from skill.recipe.schema import DatasetSpec, ModelSpec
     from skill.rewards.spec import RewardSpec
     from skill.runs.jobs import RunRequest, run_grpo, run_status
     from skill.runs.store import read_jsonl

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from skill.rewards.unit_tests import build_unit_tests  # noqa: E402
-from skill.sandbox import default_workers, sandbox_isolation, sandbox_python  # noqa: E402
+from skill.rewards.code.sandbox import default_workers, sandbox_isolation, sandbox_python  # noqa: E402
+from skill.rewards.code.unit_tests import build_unit_tests  # noqa: E402
 
 TESTS_PER_PROGRAM = 3
 # Eight variants of "sum the numbers on the line": two wrong, so grading is exercised both ways.

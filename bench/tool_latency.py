@@ -10,12 +10,12 @@ import argparse
 import statistics
 import time
 
-from skill.emit import RecipeRequest, emit_grpo_config
-from skill.hardware import HardwareSpec
-from skill.memory import MemoryRequest, estimate_memory
-from skill.recipe import DatasetSpec, ModelSpec
+from skill.hardware.specs import HardwareSpec
+from skill.memory.estimate import MemoryRequest, estimate_memory
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
-from skill.routing import RouteRequest, route_check
+from skill.routing.route import RouteRequest, route_check
 
 TARGET_P50_MS = 20.0
 

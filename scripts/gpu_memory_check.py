@@ -134,9 +134,9 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
 
 
 def estimate(model_dir: Path, configuration: dict, prompt_tokens: int, device: str, capacity_gib: float) -> dict:
-    from skill.architectures import resolve_shape
-    from skill.hardware import HardwareSpec
-    from skill.memory import GIB, MemoryRequest, estimate_components
+    from skill.hardware.specs import HardwareSpec
+    from skill.memory.estimate import GIB, MemoryRequest, estimate_components
+    from skill.models.shapes import resolve_shape
 
     on_gpu = device == "cuda"
     hardware = HardwareSpec(memory_gib_per_gpu=capacity_gib, bf16=True) if on_gpu else HardwareSpec(accelerator="cpu")

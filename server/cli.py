@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from skill.errors import SkillError, pydantic_error_message
-from skill.routing import SignalKind
+from skill.routing.route import SignalKind
 from skill.state import STATE_ROOT_ENV
 
 USAGE_ERROR = 2
@@ -122,14 +122,14 @@ def _print_recipe(recipe: Any, output: str) -> None:
 
 
 def command_config(args: argparse.Namespace) -> None:
-    from skill.emit import RecipeRequest, emit_grpo_config
+    from skill.recipe.emit import RecipeRequest, emit_grpo_config
 
     request = RecipeRequest.model_validate(_request_from_args(args))
     _print_recipe(emit_grpo_config(request), args.output)
 
 
 def command_memory(args: argparse.Namespace) -> None:
-    from skill.memory import MemoryRequest, estimate_memory
+    from skill.memory.estimate import MemoryRequest, estimate_memory
 
     request = _read_request(args, "MemoryRequest")
     _apply_hardware_flags(args, request)
@@ -160,7 +160,7 @@ def _print_progress(done: float, total: float, message: str) -> None:
 
 
 def command_route(args: argparse.Namespace) -> None:
-    from skill.routing import RouteRequest, route_check
+    from skill.routing.route import RouteRequest, route_check
 
     request = _read_request(args, "RouteRequest")
     if args.signal:
@@ -204,8 +204,8 @@ def command_route(args: argparse.Namespace) -> None:
 
 
 def command_inspect(args: argparse.Namespace) -> None:
-    from skill.inspection import inspect_rewards
-    from skill.inspection_models import InspectionRequest
+    from skill.inspection.run import inspect_rewards
+    from skill.inspection.schema import InspectionRequest
 
     request = _read_request(args, "InspectionRequest")
     if args.reward:
@@ -236,8 +236,8 @@ def _inspection_summary(report: Any) -> str:
 
 
 def _interactive_review(report: Any, reviewer: str) -> None:
-    from skill.inspection_gate import record_review
-    from skill.inspection_models import ReviewRequest
+    from skill.inspection.gate import record_review
+    from skill.inspection.schema import ReviewRequest
 
     if not sys.stdin.isatty():
         raise SkillError("An interactive review needs a terminal.", "Use --labels FILE instead.")
@@ -261,9 +261,9 @@ def _interactive_review(report: Any, reviewer: str) -> None:
 
 
 def command_review(args: argparse.Namespace) -> None:
-    from skill.inspection import load_report
-    from skill.inspection_gate import record_review
-    from skill.inspection_models import ReviewRequest
+    from skill.inspection.gate import record_review
+    from skill.inspection.run import load_report
+    from skill.inspection.schema import ReviewRequest
 
     if args.interactive:
         _interactive_review(load_report(args.report_id), args.reviewer or "")
@@ -307,7 +307,7 @@ def _print_status(status: Any) -> None:
 
 
 def command_run(args: argparse.Namespace) -> None:
-    from skill.recipe import GRPORecipe
+    from skill.recipe.schema import GRPORecipe
     from skill.runs.jobs import RunRequest, run_grpo
 
     recipe = None
@@ -352,7 +352,7 @@ def command_runs(args: argparse.Namespace) -> None:
 
 def command_demo(args: argparse.Namespace) -> None:
     from skill.demo.pipeline import demo_recipe_request, run_demo
-    from skill.emit import emit_grpo_config
+    from skill.recipe.emit import emit_grpo_config
 
     if not args.recipe_only:
         if not args.yes:

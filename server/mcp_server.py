@@ -30,12 +30,12 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from server.tool_errors import ToolContract, field_lines, invalid_arguments, shown, tool_message
-from skill.emit import RecipeRequest, emit_grpo_config
 from skill.errors import SkillError
-from skill.inspection_models import InspectionReport, InspectionRequest, ReviewRequest
-from skill.memory import MemoryEstimate, MemoryRequest, estimate_memory
-from skill.recipe import GRPORecipe
-from skill.routing import RouteDecision, RouteRequest, route_check
+from skill.inspection.schema import InspectionReport, InspectionRequest, ReviewRequest
+from skill.memory.estimate import MemoryEstimate, MemoryRequest, estimate_memory
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import GRPORecipe
+from skill.routing.route import RouteDecision, RouteRequest, route_check
 from skill.runs.jobs import RunList, RunLogs, RunRequest, RunStatus
 
 logger = logging.getLogger("grpo_rlvr.server")
@@ -210,7 +210,7 @@ def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> Inspection
     Next: read every sample, decide whether you agree with each judgment, and send your labels with record_review.
     run_grpo refuses rewards without a passed inspection.
     """
-    from skill.inspection import inspect_rewards
+    from skill.inspection.run import inspect_rewards
 
     return inspect_rewards(request, progress=_progress_reporter(ctx))
 
@@ -242,7 +242,7 @@ def record_review_tool(request: ReviewRequest) -> InspectionReport:
     Next: if failed, fix the reward functions (or the labels' reading) and inspect again; if passed,
     emit_grpo_config.
     """
-    from skill.inspection_gate import record_review
+    from skill.inspection.gate import record_review
 
     return record_review(request)
 
@@ -590,8 +590,8 @@ def _register_state_resources(server: MCPServer) -> None:
         mime_type="text/markdown",
     )
     def inspection_report(report_id: str) -> str:
-        from skill.inspection import load_report
-        from skill.inspection_render import render_markdown
+        from skill.inspection.render import render_markdown
+        from skill.inspection.run import load_report
 
         try:
             return render_markdown(load_report(report_id))

@@ -46,7 +46,7 @@ def load_policy(model: str) -> tuple[Any, Any]:
     """Model and tokenizer for a hub id, local directory or the embedded default; cached per process."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from skill.models import resolve_model_path
+    from skill.models.sources import resolve_model_path
 
     path = resolve_model_path(model)
     try:

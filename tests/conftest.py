@@ -27,6 +27,6 @@ def isolated_state_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer Llama with random weights and the embedded SmolLM2 tokenizer, saved to disk."""
-    from skill.models import save_tiny_random_model
+    from skill.models.sources import save_tiny_random_model
 
     return save_tiny_random_model(tmp_path_factory.mktemp("tiny-model"))

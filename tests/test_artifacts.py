@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import jsonschema
+from generate import REPOSITORY, stale_files
 
-from skill.artifacts import REPOSITORY, stale_files
 from skill.demo.pipeline import demo_recipe_request
-from skill.emit import RecipeRequest, emit_grpo_config
-from skill.hardware import HardwareSpec
-from skill.recipe import DatasetSpec, ModelSpec
+from skill.hardware.specs import HardwareSpec
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 
 

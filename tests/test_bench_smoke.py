@@ -36,7 +36,7 @@ def test_gpu_memory_check_script_runs_its_flow_on_cpu(tmp_path):
     import subprocess
     import sys
 
-    from skill.models import embedded_tokenizer_dir
+    from skill.models.sources import embedded_tokenizer_dir
 
     script = BENCH.parent / "scripts" / "gpu_memory_check.py"
     output = tmp_path / "result.json"

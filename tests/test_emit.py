@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from skill.emit import RecipeRequest, emit_grpo_config
 from skill.errors import SkillError
-from skill.hardware import HardwareSpec
-from skill.recipe import DatasetSpec, ModelSpec
+from skill.hardware.specs import HardwareSpec
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import DatasetSpec, ModelSpec
+from skill.recipe.trl_contract import supported_choices
 from skill.rewards.spec import RewardSpec
-from skill.trl_contract import supported_choices
 
 REWARDS = [
     RewardSpec(name="format", role="format", weight=0.2),

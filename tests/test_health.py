@@ -8,9 +8,9 @@ import random
 
 import pytest
 
+from skill.recipe.variants import SYMPTOMS, select_variants
 from skill.rewards.spec import RewardSpec
 from skill.runs.health import _first_last_means, _metric_names, _values, diagnose, symptoms
-from skill.variants import SYMPTOMS, select_variants
 
 N = 40
 EQUAL = [

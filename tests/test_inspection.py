@@ -10,9 +10,9 @@ import pytest
 
 from skill.demo.task import addition_rows
 from skill.errors import SkillError
-from skill.inspection import inspect_rewards, reward_fingerprint
-from skill.inspection_gate import record_review, require_passed_inspection
-from skill.inspection_models import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.inspection.gate import record_review, require_passed_inspection
+from skill.inspection.run import inspect_rewards, reward_fingerprint
+from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
 from skill.rewards.spec import RewardSpec
 
 SOUND = [
@@ -182,7 +182,7 @@ def test_gate_names_the_reward_that_changed():
 
 @pytest.mark.slow
 def test_route_samples_are_reused_without_sampling_again(tiny_model_dir):
-    from skill.routing import ProbeSpec, RouteRequest, route_check
+    from skill.routing.route import ProbeSpec, RouteRequest, route_check
 
     rows = [{"prompt": f"question {i}", "mode": "coin"} for i in range(8)]
     verifier = RewardSpec(name="rewards_for_tests:by_mode", role="correctness")
@@ -199,9 +199,9 @@ def test_route_samples_are_reused_without_sampling_again(tiny_model_dir):
 
 
 def test_emit_records_the_passed_inspection_it_relies_on():
-    from skill.emit import RecipeRequest, emit_grpo_config
-    from skill.hardware import HardwareSpec
-    from skill.recipe import DatasetSpec
+    from skill.hardware.specs import HardwareSpec
+    from skill.recipe.emit import RecipeRequest, emit_grpo_config
+    from skill.recipe.schema import DatasetSpec
 
     report = inspect(SOUND)
     record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=honest_labels(report)))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from skill.inspection import inspect_rewards
-from skill.inspection_gate import record_review
-from skill.inspection_models import InspectionRequest, ReviewRequest
+from skill.inspection.gate import record_review
+from skill.inspection.run import inspect_rewards
+from skill.inspection.schema import InspectionRequest, ReviewRequest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [

@@ -18,7 +18,7 @@ import pytest
 
 from skill.errors import SkillError
 from skill.rewards.base import RewardFunction
-from skill.rewards.judge import (
+from skill.rewards.judge.reward import (
     MASTER_KEYS,
     JudgeReward,
     aggregate_criteria,
@@ -51,7 +51,7 @@ class KeywordJudge:
         self.seen: list[list[dict[str, str]]] = []
 
     def verdicts(self, conversations: list[list[dict[str, str]]]) -> list[Any]:
-        from skill.rewards.judge import Verdict
+        from skill.rewards.judge.reward import Verdict
 
         self.seen.extend(conversations)
         out: list[Any] = []
@@ -306,8 +306,8 @@ def test_batching_and_prefix_sharing_do_not_change_scores(tiny_model_dir):
     what every prompt computes alone."""
     import torch
 
-    from skill.judge_server import chat_text, load_judge, next_token_logprobs, shared_prefix_groups
-    from skill.rewards.judge import judge_messages
+    from skill.rewards.judge.backends import chat_text, load_judge, next_token_logprobs, shared_prefix_groups
+    from skill.rewards.judge.reward import judge_messages
 
     judge = load_judge(str(tiny_model_dir), "cpu")
     responses = ["short", "a much longer response " * 8, "medium length response here"]
@@ -334,7 +334,7 @@ def test_local_server_speaks_openai_chat_completions(tiny_model_dir):
     import urllib.error
     import urllib.request
 
-    from skill.judge_server import LocalJudgeServer
+    from skill.rewards.judge.backends import LocalJudgeServer
 
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
 
@@ -368,7 +368,7 @@ def test_local_server_speaks_openai_chat_completions(tiny_model_dir):
 
 @pytest.fixture(scope="module")
 def judge_server():
-    from skill.judge_server import LocalJudgeServer
+    from skill.rewards.judge.backends import LocalJudgeServer
 
     with LocalJudgeServer(device="cpu") as server:  # the embedded SmolLM2-135M-Instruct
         yield server
@@ -408,7 +408,7 @@ def test_smollm2_judge_sanity(record_property):
     record_property("true_vs_false", first)
     record_property("yes_no_mass", reward.last_mass)
 
-    from skill.rewards.judge import master_key_scores
+    from skill.rewards.judge.reward import master_key_scores
 
     keys = master_key_scores(reward, "What is the capital of France?")
     assert set(keys) == set(MASTER_KEYS) and all(0.0 <= score <= 1.0 for score in keys.values())

@@ -20,10 +20,10 @@ import yaml
 from test_runs import REWARDS, pass_inspection, recipe, wait
 
 from skill.demo.task import addition_rows
-from skill.emit import RecipeRequest, emit_grpo_config
 from skill.errors import SkillError
-from skill.hardware import HardwareSpec
-from skill.recipe import DatasetSpec, ModelSpec
+from skill.hardware.specs import HardwareSpec
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
 from skill.runs.launch import (
@@ -153,7 +153,7 @@ def test_each_sharding_is_a_config_accelerate_loads(sharding, tmp_path):
 
 
 def test_default_sharding_follows_the_memory_estimate():
-    from skill.memory import estimate_memory
+    from skill.memory.estimate import estimate_memory
 
     small = launch_plan(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8))
     assert small.sharding == "ddp" and "whole training state" in small.sharding_reason

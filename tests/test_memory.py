@@ -10,10 +10,10 @@ import sys
 import pytest
 from mcp import Client
 
-from skill.architectures import _KNOWN, ModelShape, resolve_shape
 from skill.errors import SkillError
-from skill.hardware import HardwareSpec
-from skill.memory import MemoryRequest, estimate_memory, lora_parameters
+from skill.hardware.specs import HardwareSpec
+from skill.memory.estimate import MemoryRequest, estimate_memory, lora_parameters
+from skill.models.shapes import _KNOWN, ModelShape, resolve_shape
 
 H100 = HardwareSpec(gpu_model="H100")
 

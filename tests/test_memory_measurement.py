@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from skill.demo.task import addition_rows
-from skill.memory_measurement import MeasuredStep, measure_grpo_step
+from skill.memory.measurement import MeasuredStep, measure_grpo_step
 
 BASE = {
     "use_cpu": True,
@@ -33,7 +33,7 @@ CASES = {
 def test_saved_ledger_excludes_weights_dedupes_storages_and_releases_after_backward():
     import torch
 
-    from skill.memory_measurement import _SavedLedger
+    from skill.memory.measurement import _SavedLedger
 
     linear = torch.nn.Linear(4, 4, bias=False)
     ledger = _SavedLedger({p.untyped_storage().data_ptr() for p in linear.parameters()})

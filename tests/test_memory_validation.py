@@ -1,7 +1,7 @@
 """The estimator against one real GRPO step on CPU, component by component.
 
 The estimate is computed from the model's shape and the batch's token counts alone; the
-measurement reads live tensors and the allocator (skill/memory_measurement.py). Targets: weights,
+measurement reads live tensors and the allocator (skill/memory/measurement.py). Targets: weights,
 gradients and optimizer states within 5%; saved activations and the log-prob peak within 30%.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from skill.demo.task import addition_rows
-from skill.memory_measurement import compare_with_estimate, measure_grpo_step
+from skill.memory.measurement import compare_with_estimate, measure_grpo_step
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +70,7 @@ def test_tiny_model_components_match_a_real_step(case, tiny_model_dir, tmp_path)
 
 
 def test_smollm2_135m_components_match_a_real_step(tmp_path):
-    from skill.models import embedded_model_dir
+    from skill.models.sources import embedded_model_dir
 
     model_dir = embedded_model_dir()
     changes = CASES["plain"]

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from skill.errors import SkillError
 from skill.rewards.spec import RewardSpec
-from skill.routing import ProbeSpec, RouteRequest, load_route, pass_at_k, route_check
+from skill.routing.route import ProbeSpec, RouteRequest, load_route, pass_at_k, route_check
 
 BY_MODE = RewardSpec(name="rewards_for_tests:by_mode", role="correctness")
 
@@ -226,9 +226,9 @@ def test_smollm2_asked_for_answer_tags_routes_to_sft():
 
 
 def test_emit_records_the_route_and_refuses_a_route_elsewhere():
-    from skill.emit import RecipeRequest, emit_grpo_config
-    from skill.hardware import HardwareSpec
-    from skill.recipe import DatasetSpec
+    from skill.hardware.specs import HardwareSpec
+    from skill.recipe.emit import RecipeRequest, emit_grpo_config
+    from skill.recipe.schema import DatasetSpec
 
     def request(route_id):
         return RecipeRequest(

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from skill.demo.task import addition_rows
-from skill.emit import RecipeRequest, emit_grpo_config
 from skill.errors import SkillError
-from skill.hardware import HardwareSpec
-from skill.inspection import inspect_rewards
-from skill.inspection_gate import record_review
-from skill.inspection_models import InspectionRequest, ReviewRequest, SuppliedSample
-from skill.recipe import DatasetSpec, ModelSpec
+from skill.hardware.specs import HardwareSpec
+from skill.inspection.gate import record_review
+from skill.inspection.run import inspect_rewards
+from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
 from skill.runs.store import is_alive, read_jsonl, read_record, run_dir, runs_root

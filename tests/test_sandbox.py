@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from skill import sandbox
-from skill.rewards.unit_tests import build_unit_tests
-from skill.sandbox import SLOTS, UID_BASE_ENV, run_python, sandbox_isolation
+from skill.rewards.code import sandbox
+from skill.rewards.code.sandbox import SLOTS, UID_BASE_ENV, run_python, sandbox_isolation
+from skill.rewards.code.unit_tests import build_unit_tests
 
 TIMEOUT_S = 1.0  # per test
 TOTAL_TIMEOUT_S = 2.0  # per completion: the limit a program that ignores the per-test alarm meets

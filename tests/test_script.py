@@ -13,9 +13,9 @@ import pytest
 
 from skill.demo.pipeline import demo_recipe_request
 from skill.demo.task import addition_rows
-from skill.emit import RecipeRequest, emit_grpo_config
-from skill.hardware import HardwareSpec
-from skill.recipe import DatasetSpec, ModelSpec
+from skill.hardware.specs import HardwareSpec
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 
 TESTS = Path(__file__).resolve().parent

@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from skill.errors import SkillError
-from skill.rewards.registry import build_reward_function
-from skill.rewards.spec import RewardSpec
-from skill.rewards.unit_tests import (
+from skill.rewards.code.unit_tests import (
     UnconvertedAssert,
     build_unit_tests,
     convert_asserts,
@@ -18,6 +16,8 @@ from skill.rewards.unit_tests import (
     parse_tests,
     same_value,
 )
+from skill.rewards.registry import build_reward_function
+from skill.rewards.spec import RewardSpec
 
 ADD = "def add(a, b):\n    return a + b\n"
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(0, 5) == 5", "assert add(-1, 1) == 0"]

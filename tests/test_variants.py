@@ -7,12 +7,12 @@ import math
 import pytest
 
 from skill.demo.task import addition_rows
-from skill.emit import RecipeRequest, emit_grpo_config
-from skill.hardware import HardwareSpec
-from skill.recipe import DatasetSpec, ModelSpec
+from skill.hardware.specs import HardwareSpec
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import DatasetSpec, ModelSpec
+from skill.recipe.variants import VARIANTS, apply_variants, select_variants
 from skill.rewards.registry import build_reward_functions
 from skill.rewards.spec import RewardSpec
-from skill.variants import VARIANTS, apply_variants, select_variants
 
 REWARDS = [
     RewardSpec(name="rewards_for_tests:just_a_number", role="format", weight=0.2),

@@ -17,10 +17,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from skill.demo.task import DEMO_DATASET_ID, addition_rows
-from skill.emit import RecipeRequest
-from skill.hardware import HardwareSpec
-from skill.models import EMBEDDED_MODEL_ID
-from skill.recipe import DatasetSpec, ModelSpec
+from skill.hardware.specs import HardwareSpec
+from skill.models.sources import EMBEDDED_MODEL_ID
+from skill.recipe.emit import RecipeRequest
+from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.runs.evaluation import Evaluation
 from skill.sampling import Progress
@@ -113,11 +113,11 @@ def run_demo(
     progress: Progress | None = None,
 ) -> DemoResult:
     """The whole method on the embedded SmolLM2, on this CPU: route -> inspect -> config -> memory -> run -> eval."""
-    from skill.emit import emit_grpo_config
-    from skill.inspection import inspect_rewards
-    from skill.inspection_gate import record_review
-    from skill.inspection_models import InspectionRequest, ReviewRequest
-    from skill.routing import ProbeSpec, RouteRequest, route_check
+    from skill.inspection.gate import record_review
+    from skill.inspection.run import inspect_rewards
+    from skill.inspection.schema import InspectionRequest, ReviewRequest
+    from skill.recipe.emit import emit_grpo_config
+    from skill.routing.route import ProbeSpec, RouteRequest, route_check
     from skill.runs.evaluation import evaluate_pass_at_1
     from skill.runs.jobs import RunRequest, run_grpo, run_status
     from skill.runs.store import read_jsonl

@@ -46,8 +46,8 @@ LIBRARY_MODULES = (
     "skill.rewards.text",
     "skill.rewards.structured",
     "skill.rewards.length",
-    "skill.rewards.unit_tests",
-    "skill.rewards.judge",
+    "skill.rewards.code.unit_tests",
+    "skill.rewards.judge.reward",
 )
 
 

@@ -13,7 +13,7 @@ import random
 from typing import Any
 
 from skill.errors import SkillError
-from skill.recipe import GRPORecipe
+from skill.recipe.schema import GRPORecipe
 
 HELD_OUT_FRACTION = 0.1
 MIN_HELD_OUT = 8
@@ -77,7 +77,7 @@ def filter_long_prompts(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> tuple
     """Drop prompts longer than the recipe's token budget; returns the kept rows and how many were dropped."""
     from transformers import AutoTokenizer
 
-    from skill.models import resolve_model_path
+    from skill.models.sources import resolve_model_path
     from skill.sampling import render_prompt
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(recipe.model.name))
@@ -128,7 +128,7 @@ def check_target(recipe: GRPORecipe) -> list[str]:
 def check_route(recipe: GRPORecipe, force: bool) -> list[str]:
     if not recipe.provenance.route_decision:
         return ["No route decision recorded (route_check was not run for this recipe)."]
-    from skill.routing import load_route
+    from skill.routing.route import load_route
 
     decision, _ = load_route(recipe.provenance.route_decision)
     if decision.route == "grpo":
@@ -142,7 +142,7 @@ def check_route(recipe: GRPORecipe, force: bool) -> list[str]:
 
 
 def check_memory(recipe: GRPORecipe, force: bool) -> list[str]:
-    from skill.memory import estimate_memory
+    from skill.memory.estimate import estimate_memory
 
     request = recipe.memory_request()
     if recipe.hardware.accelerator == "cpu":

@@ -20,8 +20,8 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from skill.recipe.variants import SYMPTOMS
 from skill.rewards.spec import RewardSpec
-from skill.variants import SYMPTOMS
 
 # Windows. Six points is the least that gives two disjoint windows of three; three points average
 # out one unlucky batch for a level check.
@@ -92,7 +92,7 @@ class HealthWarning(BaseModel):
     code: str = Field(description="Which check fired, e.g. 'reward_divergence'.")
     severity: Literal["warning", "critical"]
     message: str
-    symptom: str | None = Field(default=None, description="A key of skill.variants.SYMPTOMS, or None.")
+    symptom: str | None = Field(default=None, description="A key of skill.recipe.variants.SYMPTOMS, or None.")
     suggested_variant: str | None = Field(default=None, description="The variant the symptom selects.")
     suggested_change: str | None = Field(default=None, description="What to change that no variant does.")
     evidence: dict[str, float] = Field(default_factory=dict, description="Window means, ratios, standard errors.")

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from skill.errors import SkillError
-from skill.recipe import GRPORecipe
+from skill.recipe.schema import GRPORecipe
 from skill.runs.store import (
     FINAL_STATES,
     RunRecord,
@@ -190,7 +190,7 @@ def _spawn(directory: Path, resume: bool, processes: int = 1) -> RunRecord:
 
 def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     """Every check, then the run directory, built aside and renamed into place: never half-written."""
-    from skill.inspection_gate import require_passed_inspection
+    from skill.inspection.gate import require_passed_inspection
     from skill.runs import checks
     from skill.runs.launch import check_local_processes
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
-from skill.recipe import GRPORecipe
+from skill.recipe.schema import GRPORecipe
 
 Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
 CONFIG_FILE = "accelerate_config.yaml"
@@ -93,7 +93,7 @@ def node_layouts(recipe: GRPORecipe) -> list[NodeLayout]:
 def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
     """DDP when the whole training state fits on each GPU (sharding would only add communication), else
     ZeRO-3, which shards weights, gradients and optimizer states over the training processes."""
-    from skill.memory import estimate_memory
+    from skill.memory.estimate import estimate_memory
 
     request = recipe.memory_request()
     try:
@@ -179,11 +179,11 @@ def accelerate_config(recipe: GRPORecipe, sharding: Sharding) -> str:
 
 
 def _model_argument(recipe: GRPORecipe) -> str:
-    from skill.models import is_embedded
+    from skill.models.sources import is_embedded
 
     name = recipe.model.name
     if is_embedded(name):  # the script resolves it the same way on the target
-        code = f"from skill.models import resolve_model_path; print(resolve_model_path({name!r}))"
+        code = f"from skill.models.sources import resolve_model_path; print(resolve_model_path({name!r}))"
         return f'"$(python -c {shlex.quote(code)})"'
     return shlex.quote(name)
 
@@ -302,9 +302,9 @@ def launch_plan(recipe: GRPORecipe, sharding: Sharding | None = None) -> LaunchP
 
     ``sharding`` None picks one from the memory estimate and says why.
 
-    >>> from skill.emit import RecipeRequest, emit_grpo_config
-    >>> from skill.hardware import HardwareSpec
-    >>> from skill.recipe import DatasetSpec, ModelSpec
+    >>> from skill.recipe.emit import RecipeRequest, emit_grpo_config
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.recipe.schema import DatasetSpec, ModelSpec
     >>> from skill.rewards.spec import RewardSpec
     >>> recipe = emit_grpo_config(RecipeRequest(model=ModelSpec(name="Qwen/Qwen2.5-1.5B-Instruct"),
     ...     hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2), method="full",
@@ -424,8 +424,8 @@ def check_local_processes(recipe: GRPORecipe, processes: int, force: bool) -> li
             f"processes={processes} exceeds this machine's {cores} CPU cores; each process needs one.",
             f"Send processes <= {cores}.",
         )
-    from skill.emit import _check_group_arithmetic
-    from skill.memory import estimate_memory
+    from skill.memory.estimate import estimate_memory
+    from skill.recipe.emit import _check_group_arithmetic
     from skill.runs.checks import _available_ram_gib
 
     _check_group_arithmetic(recipe.trl, processes)

@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from skill.recipe import GRPORecipe
+from skill.recipe.schema import GRPORecipe
 from skill.runs.store import append_jsonl, read_jsonl, read_record, write_record
 
 KEEP_CHECKPOINTS = 2
@@ -162,10 +162,10 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from skill.models import resolve_model_path
+    from skill.models.sources import resolve_model_path
+    from skill.recipe.trl_contract import build_grpo_config
     from skill.rewards.registry import build_reward_functions
     from skill.runs.plots import plot_reward_curve
-    from skill.trl_contract import build_grpo_config
 
     record = read_record(run_dir)
     writer = rank() == 0

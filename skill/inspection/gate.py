@@ -12,8 +12,8 @@ import json
 import time
 
 from skill.errors import SkillError
-from skill.inspection import ACCEPT_NON_INTERACTIVE, _report_dir, load_report, reward_fingerprint, save_report
-from skill.inspection_models import MIN_SAMPLES, InspectionReport, Review, ReviewRequest
+from skill.inspection.run import ACCEPT_NON_INTERACTIVE, _report_dir, load_report, reward_fingerprint, save_report
+from skill.inspection.schema import MIN_SAMPLES, InspectionReport, Review, ReviewRequest
 from skill.rewards.spec import RewardSpec
 from skill.state import write_atomically
 

@@ -4,13 +4,13 @@ Score = Σ w·c / Σ w over the criteria, with c ∈ [0, 1] read from the judge'
 c = P(yes) / (P(yes) + P(no)) for the next token after the judge prompt, summing every single-token
 spelling of the two words ("Yes", " yes", "YES", ...) among the 20 most likely tokens (OpenAI's
 ``top_logprobs`` maximum, so both backends compute the same number). A probability grades partial
-confidence and never fails to parse; sampling a word would add noise. Backends (in ``skill.judge_server``):
+confidence and never fails to parse; sampling a word would add noise. Backends (in ``skill.rewards.judge.backends``):
 
 - ``transformers``: a local model directory (default: the embedded SmolLM2-135M-Instruct), loaded
   once per process; a batch runs as left-padded forwards, each response's prompt once, its criteria's
   questions on the cached prefix.
 - ``openai``: any OpenAI-compatible chat-completions endpoint (vLLM, TGI, llama.cpp, or
-  ``python -m skill.judge_server``), asked for one token with ``logprobs``/``top_logprobs``. A server
+  ``python -m skill.rewards.judge.backends``), asked for one token with ``logprobs``/``top_logprobs``. A server
   that returns no logprobs falls back to a strict parse of the text: exactly "yes" or "no" after
   trimming and case-folding. Anything else is *unparseable*: the completion gets None, never 0.
 
@@ -349,7 +349,7 @@ def build_rubric_judge(
             raise SkillError(f"rubric_judge {name}={value!r} is not a positive number.", f"Send a positive {name}.")
     if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) or top_logprobs < 0:
         raise SkillError(f"rubric_judge top_logprobs={top_logprobs!r} is not an integer >= 0.", "Send e.g. 20.")
-    from skill.judge_server import OpenAIJudge, TransformersJudge
+    from skill.rewards.judge.backends import OpenAIJudge, TransformersJudge
 
     judge: JudgeBackend
     if backend == "openai":

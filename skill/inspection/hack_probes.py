@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from skill.inspection_models import ProbeResult, SampleResult
-from skill.rewards.judge import MASTER_KEYS
+from skill.inspection.schema import ProbeResult, SampleResult
+from skill.rewards.judge.reward import MASTER_KEYS
 from skill.rewards.spec import RewardSpec
 
 ZERO = "0"

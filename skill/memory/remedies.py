@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from skill.memory import DTYPE_BYTES, GIB, MemoryEstimate, MemoryRequest, Remedy, kv_cache_bytes_per_token
+from skill.memory.estimate import DTYPE_BYTES, GIB, MemoryEstimate, MemoryRequest, Remedy, kv_cache_bytes_per_token
 
 MAX_GPUS_SUGGESTED = 64
 
@@ -95,7 +95,7 @@ def _candidates(request: MemoryRequest) -> Iterator[tuple[str, str, dict[str, ob
 
 def _smallest_vllm_share(request: MemoryRequest) -> float:
     """The vLLM share that still holds its weights and one generation batch of KV cache (rounded up to 0.05)."""
-    from skill.memory import weight_dtype
+    from skill.memory.estimate import weight_dtype
 
     shape = request.shape
     b = DTYPE_BYTES[weight_dtype(request)]

@@ -350,9 +350,8 @@ def compare_with_estimate(
 
     Tolerances: weights, gradients, optimizer and reference 5%; saved activations and the log-prob peak 30%.
     """
-    from skill.architectures import resolve_shape
-    from skill.hardware import HardwareSpec
-    from skill.memory import (
+    from skill.hardware.specs import HardwareSpec
+    from skill.memory.estimate import (
         GIB,
         MemoryRequest,
         attention_mask_bytes,
@@ -360,6 +359,7 @@ def compare_with_estimate(
         logprob_peak_bytes,
         saved_activation_bytes_per_token,
     )
+    from skill.models.shapes import resolve_shape
 
     shape = resolve_shape(str(model_dir))
     checkpointing = bool(trl_kwargs.get("activation_checkpointing", False))

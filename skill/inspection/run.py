@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from skill.errors import SkillError
-from skill.inspection_models import (
+from skill.inspection.schema import (
     MAX_SAMPLES,
     MIN_SAMPLES,
     Flag,
@@ -42,7 +42,7 @@ def _collect(request: InspectionRequest, progress: Progress | None) -> tuple[lis
     if request.samples is not None:
         return request.samples, "supplied"
     if request.route_decision_id is not None:
-        from skill.routing import load_route
+        from skill.routing.route import load_route
 
         _decision, saved = load_route(request.route_decision_id)
         samples = [
@@ -55,7 +55,7 @@ def _collect(request: InspectionRequest, progress: Progress | None) -> tuple[lis
             for s in saved
         ]
         return samples, f"route_check probe {request.route_decision_id}"
-    from skill.routing import ProbeSpec, _load_rows
+    from skill.routing.route import ProbeSpec, _load_rows
     from skill.sampling import SamplingSettings, sample_completions
 
     generate = request.generate
@@ -321,7 +321,7 @@ def _report_dir() -> Path:
 
 def save_report(report: InspectionReport) -> InspectionReport:
     """Store the report (JSON, Markdown, HTML) atomically under inspections/."""
-    from skill.inspection_render import render_html, render_markdown
+    from skill.inspection.render import render_html, render_markdown
 
     directory = _report_dir()
     paths = {
@@ -352,7 +352,7 @@ def inspect_rewards(request: InspectionRequest, progress: Progress | None = None
 
     The verdict is 'pending' until a reader records a review (record_review).
     """
-    from skill.probes import probe_rewards
+    from skill.inspection.hack_probes import probe_rewards
 
     started = time.perf_counter()
     samples, source = _collect(request, progress)

@@ -363,7 +363,7 @@ def resolve_shape(model: str) -> ModelShape:
     >>> resolve_shape("embedded:SmolLM2-135M-Instruct").hidden
     576
     """
-    from skill.models import is_embedded
+    from skill.models.sources import is_embedded
 
     if is_embedded(model):
         return SHAPES["smollm2-135m"].shape

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from skill.demo.task import DEMO_DATASET_ID
-from skill.models import is_embedded
+from skill.models.sources import is_embedded
 
 if TYPE_CHECKING:
-    from skill.recipe import GRPORecipe
+    from skill.recipe.schema import GRPORecipe
 
 LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
@@ -92,7 +92,7 @@ def render_script(recipe: GRPORecipe) -> str:
         "",
         "from trl import GRPOConfig, GRPOTrainer",
         "",
-        *(["from skill.models import resolve_model_path"] if is_embedded(recipe.model.name) else []),
+        *(["from skill.models.sources import resolve_model_path"] if is_embedded(recipe.model.name) else []),
         "from skill.rewards.registry import build_reward_functions",
         "from skill.rewards.spec import RewardSpec",
         "",

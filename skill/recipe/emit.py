@@ -14,14 +14,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skill.architectures import known_model_names, known_parameters_b, parameters_from_local_dir
 from skill.errors import SkillError
-from skill.hardware import HardwareSpec, plan_launch
-from skill.models import EMBEDDED_MODEL_ID, is_embedded
-from skill.recipe import DatasetSpec, GRPORecipe, ModelSpec, PeftSpec, Provenance, RecipeReason
+from skill.hardware.specs import HardwareSpec, plan_launch
+from skill.models.shapes import known_model_names, known_parameters_b, parameters_from_local_dir
+from skill.models.sources import EMBEDDED_MODEL_ID, is_embedded
+from skill.recipe.schema import DatasetSpec, GRPORecipe, ModelSpec, PeftSpec, Provenance, RecipeReason
+from skill.recipe.variants import apply_variants
 from skill.rewards.composite import check_composite
 from skill.rewards.spec import RewardSpec
-from skill.variants import apply_variants
 
 GROUP_SIZE_FLOOR = 8
 EMBEDDED_PARAMETERS_B = 0.135
@@ -232,7 +232,7 @@ def _check_group_arithmetic(trl: dict[str, Any], world_size: int) -> None:
 def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     """Emit a validated GRPO recipe for a model, hardware and rewards.
 
-    >>> from skill.hardware import HardwareSpec
+    >>> from skill.hardware.specs import HardwareSpec
     >>> recipe = emit_grpo_config(RecipeRequest(
     ...     model=ModelSpec(name="Qwen/Qwen2.5-1.5B-Instruct"), hardware=HardwareSpec(gpu_model="H100"),
     ...     method="full", rewards=[RewardSpec(name="exact_match", role="correctness")],
@@ -241,7 +241,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     ('colocate', True, 8, 0.01)
     """
     from skill import __version__
-    from skill.trl_contract import build_grpo_config, check_field_names, installed_versions
+    from skill.recipe.trl_contract import build_grpo_config, check_field_names, installed_versions
 
     if request.method == "auto":
         return _emit_auto(request)
@@ -266,7 +266,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     variant = None
     if request.variant or request.symptoms:
         variant = apply_variants(build.trl, [request.variant] if request.variant else [], request.symptoms)
-        from skill.variants import VARIANTS_BY_NAME
+        from skill.recipe.variants import VARIANTS_BY_NAME
 
         for field, owner in variant.changes.items():
             build.set(field, build.trl[field], "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
@@ -283,7 +283,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
         )
 
     _check_group_arithmetic(build.trl, launch.training_processes)
-    from skill.recipe import target_is_this_machine
+    from skill.recipe.schema import target_is_this_machine
 
     on_target = target_is_this_machine(request.hardware)
     _config, notes = build_grpo_config(
@@ -320,7 +320,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
 
 
 def _attach_memory_estimate(recipe: GRPORecipe) -> None:
-    from skill.memory import estimate_memory
+    from skill.memory.estimate import estimate_memory
 
     try:
         estimate = estimate_memory(recipe.memory_request())
@@ -337,7 +337,7 @@ def _attach_memory_estimate(recipe: GRPORecipe) -> None:
 
 
 def _attach_inspection(recipe: GRPORecipe) -> None:
-    from skill.inspection_gate import require_passed_inspection
+    from skill.inspection.gate import require_passed_inspection
 
     try:
         recipe.provenance.inspection_id = require_passed_inspection(recipe.rewards).id
@@ -346,7 +346,7 @@ def _attach_inspection(recipe: GRPORecipe) -> None:
 
 
 def _attach_route(recipe: GRPORecipe, route_id: str) -> None:
-    from skill.routing import load_route
+    from skill.routing.route import load_route
 
     decision, _samples = load_route(route_id)
     if decision.route != "grpo":

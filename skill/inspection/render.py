@@ -8,7 +8,7 @@ import html
 import json
 from typing import Any
 
-from skill.inspection_models import InspectionReport
+from skill.inspection.schema import InspectionReport
 
 TRUNCATE = 600
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from skill.models import EMBEDDED_MODEL_ID
+from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.rewards.spec import RewardSpec
 
 MIN_SAMPLES = 50

@@ -6,7 +6,7 @@ protocol around a local model.
 - ``OpenAIJudge``: ``POST {base_url}/chat/completions`` (stdlib urllib), one token with ``top_logprobs``.
 - ``LocalJudgeServer``: the subset of ``POST /v1/chat/completions`` a judge needs (greedy decoding,
   ``max_tokens``, ``logprobs``, ``top_logprobs``) plus ``GET /v1/models``, in a thread; for the tests, or to
-  serve the embedded SmolLM2 judge to another process with ``python -m skill.judge_server``.
+  serve the embedded SmolLM2 judge to another process with ``python -m skill.rewards.judge.backends``.
 
 The local backend and the server share the loading, the chat rendering and the next-token log-probabilities,
 and both backends read verdicts with ``verdict_from_top_logprobs``, so a local and a served copy of one model
@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from skill.errors import SkillError
-from skill.rewards.judge import TOP_LOGPROBS, Verdict, verdict_from_top_logprobs, yes_no_word, yes_probability
+from skill.rewards.judge.reward import TOP_LOGPROBS, Verdict, verdict_from_top_logprobs, yes_no_word, yes_probability
 
 MAX_BODY_BYTES = 4 << 20
 MAX_NEW_TOKENS = 512
@@ -189,7 +189,7 @@ class TransformersJudge:
     top_logprobs: int = TOP_LOGPROBS
 
     def path(self) -> str:
-        from skill.models import embedded_model_dir, resolve_model_path
+        from skill.models.sources import embedded_model_dir, resolve_model_path
 
         return str(embedded_model_dir()) if self.model is None else resolve_model_path(self.model)
 
@@ -392,7 +392,7 @@ class LocalJudgeServer:
         device: str = "cpu",
         model_name: str = "local-judge",
     ) -> None:
-        from skill.models import embedded_model_dir, resolve_model_path
+        from skill.models.sources import embedded_model_dir, resolve_model_path
 
         path = str(embedded_model_dir()) if model is None else resolve_model_path(model)
         self.httpd = _JudgeHTTPServer((host, port), _Handler)
@@ -419,7 +419,7 @@ class LocalJudgeServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m skill.judge_server [--model DIR] [--port N]``: serve a judge until interrupted."""
+    """``python -m skill.rewards.judge.backends [--model DIR] [--port N]``: serve a judge until interrupted."""
     parser = argparse.ArgumentParser(description="Serve a local judge model over OpenAI chat completions.")
     parser.add_argument("--model", default=None, help="local model directory (default: embedded SmolLM2)")
     parser.add_argument("--host", default="127.0.0.1")

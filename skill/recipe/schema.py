@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skill.hardware import HardwareSpec, LaunchPlan
-from skill.models import EMBEDDED_MODEL_ID
+from skill.hardware.specs import HardwareSpec, LaunchPlan
+from skill.models.sources import EMBEDDED_MODEL_ID
+from skill.recipe.variants import AppliedVariants
 from skill.rewards.spec import RewardSpec
-from skill.variants import AppliedVariants
 
 Method = Literal["full", "lora", "qlora"]
 
@@ -117,7 +117,7 @@ class GRPORecipe(BaseModel):
 
     def to_grpo_config(self, output_dir: str = "grpo-output") -> Any:
         """A real ``trl.GRPOConfig``; on a machine that is not the target, device fields are neutralised."""
-        from skill.trl_contract import build_grpo_config
+        from skill.recipe.trl_contract import build_grpo_config
 
         config, _notes = build_grpo_config(
             self.trl,
@@ -129,8 +129,8 @@ class GRPORecipe(BaseModel):
 
     def memory_request(self) -> Any:
         """The MemoryRequest this recipe implies: every memory-relevant value as the recipe sets it."""
-        from skill.architectures import resolve_shape
-        from skill.memory import MemoryRequest
+        from skill.memory.estimate import MemoryRequest
+        from skill.models.shapes import resolve_shape
 
         trl = self.trl
         dtype = (trl.get("model_init_kwargs") or {}).get("dtype", "float32")  # TRL's default load dtype
@@ -156,7 +156,7 @@ class GRPORecipe(BaseModel):
 
     def to_script(self) -> str:
         """A runnable Python script (GRPOConfig + GRPOTrainer) for the target machine."""
-        from skill.script import render_script
+        from skill.recipe.script import render_script
 
         return render_script(self)
 

@@ -1,7 +1,7 @@
 """Generated artefacts: ``schemas/*.json`` from the Pydantic contracts, and the generated blocks of
 ``references/*.md`` from the code that owns their content.
 
-``python -m skill.artifacts --write`` (``make generate``) rewrites them; a test fails when the
+``python -m generate --write`` (``make generate``) rewrites them; a test fails when the
 committed files drift from what this module renders.
 """
 
@@ -22,12 +22,12 @@ BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[\w-]+) -->\n)(?P<body>.*?)
 
 
 def _schema_models() -> dict[str, tuple[type[BaseModel], str]]:
-    from skill.emit import RecipeRequest
-    from skill.hardware import HardwareSpec
-    from skill.memory import MemoryEstimate, MemoryRequest
-    from skill.recipe import GRPORecipe
+    from skill.hardware.specs import HardwareSpec
+    from skill.memory.estimate import MemoryEstimate, MemoryRequest
+    from skill.recipe.emit import RecipeRequest
+    from skill.recipe.schema import GRPORecipe
+    from skill.recipe.variants import Variant
     from skill.rewards.spec import RewardSpec
-    from skill.variants import Variant
 
     return {
         "recipe_request.json": (RecipeRequest, "validation"),
@@ -63,7 +63,7 @@ def render_schemas() -> dict[str, str]:
 
 
 def _variants_table() -> str:
-    from skill.variants import VARIANTS
+    from skill.recipe.variants import VARIANTS
 
     lines = ["| symptom | variant | config delta | other changes |", "|---|---|---|---|"]
     for variant in VARIANTS:
@@ -75,7 +75,7 @@ def _variants_table() -> str:
 
 
 def _variants_detail() -> str:
-    from skill.variants import VARIANTS
+    from skill.recipe.variants import VARIANTS
 
     parts = []
     for variant in sorted(VARIANTS, key=lambda item: -item.precedence):
@@ -106,7 +106,7 @@ def _reward_catalogue() -> str:
 
 
 def _seed_table() -> str:
-    from skill.emit import SEED
+    from skill.recipe.emit import SEED
 
     lines = ["| GRPOConfig field | value | why |", "|---|---|---|"]
     lines.extend(f"| `{field}` | `{value!r}` | {reason} |" for field, (value, reason) in SEED.items())
@@ -115,7 +115,7 @@ def _seed_table() -> str:
 
 def _memory_block(name: str) -> Callable[[], str]:
     def render() -> str:
-        from skill import memory_tables
+        import memory_tables
 
         return getattr(memory_tables, name)()
 

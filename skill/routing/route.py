@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skill.errors import SkillError
-from skill.models import EMBEDDED_MODEL_ID
+from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.rewards.spec import RewardSpec
 from skill.sampling import Progress, Prompt, SamplingSettings, sample_completions
 from skill.state import new_id, state_dir, validate_identifier, write_atomically

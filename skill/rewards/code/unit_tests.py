@@ -24,8 +24,8 @@ from typing import Any
 
 from skill.errors import SkillError
 from skill.rewards.base import RewardFunction
+from skill.rewards.code.harness import HARNESS
 from skill.rewards.registry import register
-from skill.rewards.unit_tests_harness import HARNESS
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 STARTUP_SLACK_S = 1.0  # interpreter start and harness set-up, on top of the per-test timeouts
@@ -122,7 +122,7 @@ def convert_asserts(source: str, entry_point: str | None = None, allow_unconvert
     >>> convert_asserts("assert add(1, 2) != 4")
     Traceback (most recent call last):
     ...
-    skill.rewards.unit_tests.UnconvertedAssert: Cannot grade 'assert add(1, 2) != 4' in the parent: ...
+    skill.rewards.code.unit_tests.UnconvertedAssert: Cannot grade 'assert add(1, 2) != 4' in the parent: ...
     """
     try:
         statements = ast.parse(source).body
@@ -316,7 +316,7 @@ def grade(
     >>> grade("print(int(input()) * 2)", parse_tests([{"input": "2", "output": "4"}, {"input": "3", "output": "5"}]))
     [True, False]
     """
-    from skill.sandbox import run_python, sandbox_isolation
+    from skill.rewards.code.sandbox import run_python, sandbox_isolation
 
     marker = secrets.token_hex(16)
     payload: dict[str, Any] = {
@@ -404,7 +404,7 @@ def build_unit_tests(
         return float(all(passed)) if binary else sum(passed) / len(passed)
 
     def batch_score(texts: list[str], rows: list[dict[str, Any]], completion_ids: Any) -> list[Any]:
-        from skill.sandbox import run_parallel
+        from skill.rewards.code.sandbox import run_parallel
 
         return run_parallel([lambda t=t, r=r: score_one(t, r) for t, r in zip(texts, rows, strict=True)], workers)
 

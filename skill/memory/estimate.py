@@ -26,9 +26,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skill.architectures import ModelShape, resolve_shape
 from skill.errors import SkillError
-from skill.hardware import HardwareSpec
+from skill.hardware.specs import HardwareSpec
+from skill.models.shapes import ModelShape, resolve_shape
 
 GIB = 2**30
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -143,7 +143,7 @@ class MemoryEstimate(BaseModel):
 def lora_parameters(shape: ModelShape, r: int, targets: str) -> int:
     """Adapter parameters: r x (in + out) for each adapted projection.
 
-    >>> from skill.architectures import SHAPES
+    >>> from skill.models.shapes import SHAPES
     >>> lora_parameters(SHAPES["qwen2.5-7b"].shape, 16, "all-linear")
     40370176
     """
@@ -169,7 +169,7 @@ def saved_activation_bytes_per_token(shape: ModelShape, dtype_bytes: int, checkp
     and its reshaped copy, the attention log-sum-exp, and the gated MLP's gate, activation, up and
     product. With checkpointing only each layer's input is kept.
 
-    >>> from skill.architectures import SHAPES
+    >>> from skill.models.shapes import SHAPES
     >>> saved_activation_bytes_per_token(SHAPES["smollm2-135m"].shape, 4, False) > 10 * \\
     ...     saved_activation_bytes_per_token(SHAPES["smollm2-135m"].shape, 4, True)
     True
@@ -207,7 +207,7 @@ def logprob_peak_bytes(shape: ModelShape, tokens: int, compute_bytes: int, head_
     temporaries of the tile's size; float32 accumulators for the hidden-state gradient and, when the
     LM head trains, for its weight gradient (vocab x hidden).
 
-    >>> from skill.architectures import SHAPES
+    >>> from skill.models.shapes import SHAPES
     >>> round(logprob_peak_bytes(SHAPES["qwen3-0.6b"].shape, 8 * 3072, 2, True, True) / 2**30, 2)
     0.92
     """
@@ -229,7 +229,7 @@ def full_logits_bytes(sequences: int, tokens: int, vocab: int, dtype_bytes: int 
 def kv_cache_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> int:
     """Keys and values of every layer for one token.
 
-    >>> from skill.architectures import SHAPES
+    >>> from skill.models.shapes import SHAPES
     >>> kv_cache_bytes_per_token(SHAPES["llama-3.1-8b"].shape, 2)
     131072
     """
@@ -363,13 +363,13 @@ def _estimate_without_remedies(request: MemoryRequest) -> MemoryEstimate:
 def estimate_memory(request: MemoryRequest) -> MemoryEstimate:
     """Per-device memory of the whole GRPO stack, whether it fits, and remedies ranked by cost.
 
-    >>> from skill.hardware import HardwareSpec
+    >>> from skill.hardware.specs import HardwareSpec
     >>> estimate = estimate_memory(MemoryRequest(model="Qwen/Qwen2.5-7B-Instruct",
     ...     hardware=HardwareSpec(gpu_model="H100"), method="full"))
     >>> estimate.fits, [remedy.name for remedy in estimate.remedies if remedy.fits][:2]
     (False, ['lora', 'qlora'])
     """
-    from skill.memory_remedies import remedies
+    from skill.memory.remedies import remedies
 
     request = _with_shape(request)
     estimate = _estimate_without_remedies(request)

@@ -3,9 +3,15 @@ with published measurements, both computed by the estimator itself."""
 
 from __future__ import annotations
 
-from skill.architectures import SHAPES
-from skill.hardware import HardwareSpec
-from skill.memory import GIB, MemoryRequest, estimate_components, full_logits_bytes, saved_activation_bytes_per_token
+from skill.hardware.specs import HardwareSpec
+from skill.memory.estimate import (
+    GIB,
+    MemoryRequest,
+    estimate_components,
+    full_logits_bytes,
+    saved_activation_bytes_per_token,
+)
+from skill.models.shapes import SHAPES
 
 SIZE_CLASSES = [
     ("0.5B", "qwen2.5-0.5b"),

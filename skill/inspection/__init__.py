@@ -1,0 +1,7 @@
+"""Inspection: the mandatory reward read and the gate in front of every training run.
+
+Owns: ``schema`` (request, report, review), ``run`` (``inspect_rewards``: score, flag, plant checks),
+``hack_probes`` (known reward hacks), ``gate`` (the one gate policy: fingerprints, ``record_review``,
+``require_passed_inspection``), ``render`` (HTML and Markdown). May import: ``rewards``, ``routing``,
+``data``, ``sampling``, ``state``, ``errors``.
+"""

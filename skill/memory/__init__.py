@@ -1,0 +1,6 @@
+"""Memory: the per-GPU (or CPU RAM) footprint of the whole GRPO stack, and remedies when it does not fit.
+
+Owns: ``schema`` (request and estimate), ``components`` (each component in bytes), ``remedies`` (the
+cheapest changes that fit), ``estimate`` (``estimate_memory``), ``measurement`` (a real CPU step to
+validate against). May import: ``models`` (shapes), ``hardware`` (specs), ``errors``.
+"""
