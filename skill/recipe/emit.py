@@ -202,7 +202,7 @@ def _check_rewards(rewards: list[RewardSpec]) -> None:
         )
 
 
-def _check_group_arithmetic(trl: dict[str, Any], world_size: int) -> None:
+def check_group_arithmetic(trl: dict[str, Any], world_size: int) -> None:
     generations = trl["num_generations"]
     if not isinstance(generations, int) or generations < GROUP_SIZE_FLOOR:
         raise SkillError(
@@ -282,7 +282,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
             "Send one weight per reward spec (or set the weights on the specs).",
         )
 
-    _check_group_arithmetic(build.trl, launch.training_processes)
+    check_group_arithmetic(build.trl, launch.training_processes)
     from skill.recipe.schema import target_is_this_machine
 
     on_target = target_is_this_machine(request.hardware)

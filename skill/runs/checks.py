@@ -146,7 +146,7 @@ def check_memory(recipe: GRPORecipe, force: bool) -> list[str]:
 
     request = recipe.memory_request()
     if recipe.hardware.accelerator == "cpu":
-        available = _available_ram_gib()
+        available = available_ram_gib()
         request = request.model_copy(
             update={"hardware": recipe.hardware.model_copy(update={"memory_gib_per_gpu": available})}
         )
@@ -160,7 +160,7 @@ def check_memory(recipe: GRPORecipe, force: bool) -> list[str]:
     return [line + " Does not fit; forced."]
 
 
-def _available_ram_gib() -> float:
+def available_ram_gib() -> float:
     for line in open("/proc/meminfo"):  # noqa: SIM115 (a two-line read of a virtual file)
         if line.startswith("MemAvailable:"):
             return int(line.split()[1]) / 2**20

@@ -425,11 +425,11 @@ def check_local_processes(recipe: GRPORecipe, processes: int, force: bool) -> li
             f"Send processes <= {cores}.",
         )
     from skill.memory.estimate import estimate_memory
-    from skill.recipe.emit import _check_group_arithmetic
-    from skill.runs.checks import _available_ram_gib
+    from skill.recipe.emit import check_group_arithmetic
+    from skill.runs.checks import available_ram_gib
 
-    _check_group_arithmetic(recipe.trl, processes)
-    available = _available_ram_gib()
+    check_group_arithmetic(recipe.trl, processes)
+    available = available_ram_gib()
     request = recipe.memory_request()
     request = request.model_copy(
         update={"hardware": recipe.hardware.model_copy(update={"memory_gib_per_gpu": available})}
