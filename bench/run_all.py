@@ -60,7 +60,7 @@ def memory_accuracy() -> list[dict]:
     """CPU component errors of the memory estimator against real steps (tiny model and SmolLM2-135M)."""
     from datasets import Dataset
 
-    from skill.demo.task import addition_rows
+    from skill.data import addition_rows
     from skill.memory.measurement import compare_with_estimate, measure_grpo_step
     from skill.models.sources import embedded_model_dir
     from skill.rewards.registry import build_reward_functions

@@ -59,7 +59,7 @@ def _per_step(times: list[float]) -> float:
 
 
 def _passed_inspection(specs) -> None:
-    from skill.demo.task import addition_rows
+    from skill.data import addition_rows
     from skill.inspection.gate import record_review
     from skill.inspection.run import inspect_rewards
     from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
@@ -84,7 +84,7 @@ def measure(steps: int = 20, rounds: int = 2) -> dict[str, float]:
     """Median seconds per step of each side over interleaved rounds, and their ratio."""
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
     os.environ["GRPO_RLVR_HOME"] = str(work / "state")
-    from skill.demo.task import addition_rows
+    from skill.data import addition_rows
     from skill.hardware.specs import HardwareSpec
     from skill.models.sources import save_tiny_random_model
     from skill.recipe.emit import RecipeRequest, emit_grpo_config

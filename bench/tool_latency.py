@@ -11,7 +11,8 @@ import statistics
 import time
 
 from skill.hardware.specs import HardwareSpec
-from skill.memory.estimate import MemoryRequest, estimate_memory
+from skill.memory.estimate import estimate_memory
+from skill.memory.schema import MemoryRequest
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec

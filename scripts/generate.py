@@ -87,26 +87,57 @@ def _variants_detail() -> str:
     return "\n".join(parts)
 
 
+def _markdown_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _reward_params_table(params: dict[str, Any]) -> str:
+    """The params of one reward, from its builder's annotated signature (``skill.rewards.params``)."""
+    if not params:
+        return "No params.\n"
+    lines = ["| param | type | default | meaning |", "|---|---|---|---|"]
+    for param in params.values():
+        default = "required" if param.required else f"`{param.default_text()}`"
+        cells = (f"`{param.name}`", f"`{param.type}`", default, param.description)
+        lines.append("| " + " | ".join(_markdown_cell(cell) for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _reward_doc_body(doc: str) -> list[str]:
+    """A builder's docstring after its summary: prose paragraphs as they are, ``Resists:`` in bold, and the
+    doctest examples (input -> score) in a code block."""
+    parts = []
+    for paragraph in doc.split("\n\n")[1:]:
+        if paragraph.startswith(">>>"):
+            parts.append(f"````python\n{paragraph}\n````")
+        elif paragraph.startswith("Resists:"):
+            parts.append("**Resists:**" + paragraph.removeprefix("Resists:"))
+        else:
+            parts.append(paragraph)
+    return parts
+
+
 def _reward_catalogue() -> str:
+    """Each registered reward by behaviour: summary, roles, a link to its code, params, details, examples."""
     import inspect
 
     from skill.rewards.registry import load_library
 
-    parts = []
+    entries = []
     for name, entry in sorted(load_library().items()):
-        params = "\n".join(f"| `{key}` | {text} |" for key, text in entry.params.items()) or "| - | no parameters |"
-        source = inspect.getsource(entry.build).rstrip()
-        parts.append(
-            f"### `{name}`\n\n{entry.summary}\n\nRoles: {', '.join(entry.roles)}.\n\n"
-            f"| param | meaning |\n|---|---|\n{params}\n\n"
-            f"<details><summary>source ({inspect.getmodule(entry.build).__name__})</summary>\n\n"
-            f"```python\n{source}\n```\n\n</details>\n"
-        )
-    return "\n".join(parts)
+        source = Path(inspect.getsourcefile(entry.build) or "").resolve().relative_to(REPOSITORY)
+        head = [
+            f"### `{name}`",
+            entry.summary,
+            f"Roles: {', '.join(entry.roles)}. Code: [`{entry.build.__name__}` in `{source}`](../{source}).",
+            _reward_params_table(entry.params).rstrip(),
+        ]
+        entries.append("\n\n".join(head + _reward_doc_body(inspect.getdoc(entry.build) or "")) + "\n")
+    return "\n".join(entries)
 
 
 def _seed_table() -> str:
-    from skill.recipe.emit import SEED
+    from skill.recipe.seed import SEED
 
     lines = ["| GRPOConfig field | value | why |", "|---|---|---|"]
     lines.extend(f"| `{field}` | `{value!r}` | {reason} |" for field, (value, reason) in SEED.items())

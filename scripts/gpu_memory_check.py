@@ -81,7 +81,7 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
     from peft import LoraConfig
     from trl import GRPOConfig, GRPOTrainer
 
-    from skill.demo.task import addition_rows
+    from skill.data import addition_rows
 
     def correct(prompts, completions, answer, **kwargs):
         return [float(str(a) in c[-1]["content"]) for c, a in zip(completions, answer, strict=True)]
@@ -135,7 +135,8 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
 
 def estimate(model_dir: Path, configuration: dict, prompt_tokens: int, device: str, capacity_gib: float) -> dict:
     from skill.hardware.specs import HardwareSpec
-    from skill.memory.estimate import GIB, MemoryRequest, estimate_components
+    from skill.memory.components import estimate_components
+    from skill.memory.schema import GIB, MemoryRequest
     from skill.models.shapes import resolve_shape
 
     on_gpu = device == "cuda"

@@ -4,13 +4,8 @@ with published measurements, both computed by the estimator itself."""
 from __future__ import annotations
 
 from skill.hardware.specs import HardwareSpec
-from skill.memory.estimate import (
-    GIB,
-    MemoryRequest,
-    estimate_components,
-    full_logits_bytes,
-    saved_activation_bytes_per_token,
-)
+from skill.memory.components import estimate_components, full_logits_bytes, saved_activation_bytes_per_token
+from skill.memory.schema import GIB, MemoryRequest
 from skill.models.shapes import SHAPES
 
 SIZE_CLASSES = [

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
+from skill.models.sources import resolve_model_path
 
 Prompt = str | list[dict[str, Any]]
 Progress = Callable[[float, float, str], None]
@@ -45,8 +46,6 @@ class SampledGroup(BaseModel):
 def load_policy(model: str) -> tuple[Any, Any]:
     """Model and tokenizer for a hub id, local directory or the embedded default; cached per process."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from skill.models.sources import resolve_model_path
 
     path = resolve_model_path(model)
     try:

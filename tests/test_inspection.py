@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from skill.demo.task import addition_rows
+from skill.data import addition_rows
 from skill.errors import SkillError
-from skill.inspection.gate import record_review, require_passed_inspection
-from skill.inspection.run import inspect_rewards, reward_fingerprint
+from skill.inspection.gate import record_review, require_passed_inspection, reward_fingerprint
+from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
 from skill.rewards.spec import RewardSpec
 

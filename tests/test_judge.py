@@ -19,16 +19,13 @@ import pytest
 from skill.errors import SkillError
 from skill.rewards.base import RewardFunction
 from skill.rewards.judge.reward import (
-    MASTER_KEYS,
     JudgeReward,
     aggregate_criteria,
     build_rubric_judge,
     calibrate_judge,
-    strict_yes_no,
     validate_criteria,
-    verdict_from_top_logprobs,
-    yes_probability,
 )
+from skill.rewards.judge.verdict import MASTER_KEYS, strict_yes_no, verdict_from_top_logprobs, yes_probability
 from skill.rewards.registry import build_reward_function, check_reward_signature, load_library
 from skill.rewards.spec import RewardSpec
 
@@ -51,7 +48,7 @@ class KeywordJudge:
         self.seen: list[list[dict[str, str]]] = []
 
     def verdicts(self, conversations: list[list[dict[str, str]]]) -> list[Any]:
-        from skill.rewards.judge.reward import Verdict
+        from skill.rewards.judge.verdict import Verdict
 
         self.seen.extend(conversations)
         out: list[Any] = []
@@ -334,7 +331,7 @@ def test_local_server_speaks_openai_chat_completions(tiny_model_dir):
     import urllib.error
     import urllib.request
 
-    from skill.rewards.judge.backends import LocalJudgeServer
+    from skill.rewards.judge.server import LocalJudgeServer
 
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
 
@@ -368,7 +365,7 @@ def test_local_server_speaks_openai_chat_completions(tiny_model_dir):
 
 @pytest.fixture(scope="module")
 def judge_server():
-    from skill.rewards.judge.backends import LocalJudgeServer
+    from skill.rewards.judge.server import LocalJudgeServer
 
     with LocalJudgeServer(device="cpu") as server:  # the embedded SmolLM2-135M-Instruct
         yield server

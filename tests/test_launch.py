@@ -19,22 +19,22 @@ import pytest
 import yaml
 from test_runs import REWARDS, pass_inspection, recipe, wait
 
-from skill.demo.task import addition_rows
+from skill.data import addition_rows
 from skill.errors import SkillError
+from skill.hardware.launch import (
+    CONFIG_FILE,
+    NODE_SCRIPT,
+    SCRIPT_FILE,
+    SLURM_SCRIPT,
+    launch_files,
+    write_launch_files,
+)
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
-from skill.runs.launch import (
-    CONFIG_FILE,
-    NODE_SCRIPT,
-    SCRIPT_FILE,
-    SLURM_SCRIPT,
-    check_local_processes,
-    launch_plan,
-    write_launch_files,
-)
+from skill.runs.processes import check_local_processes
 from skill.runs.store import is_alive, read_jsonl, read_record, run_dir
 from skill.runs.worker import DUMP_RANK_STATE_ENV, parameter_digest
 
@@ -89,7 +89,7 @@ def test_plan_files_parse_and_match_the_recipe(case, tmp_path):
 
     model, gpu, per_node, nodes, method = CASES[case]
     recipe = gpu_recipe(model, gpu, per_node, nodes, method)
-    plan = launch_plan(recipe)
+    plan = launch_files(recipe)
     launch = recipe.launch
 
     config = yaml.safe_load(plan.files[CONFIG_FILE])
@@ -132,7 +132,7 @@ def test_each_sharding_is_a_config_accelerate_loads(sharding, tmp_path):
     from accelerate.commands.config.config_args import ClusterConfig
 
     recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2)
-    text = launch_plan(recipe, sharding).files[CONFIG_FILE]
+    text = launch_files(recipe, sharding).files[CONFIG_FILE]
     (tmp_path / CONFIG_FILE).write_text(text)
     loaded = ClusterConfig.from_yaml_file(str(tmp_path / CONFIG_FILE))
     config = yaml.safe_load(text)
@@ -155,38 +155,57 @@ def test_each_sharding_is_a_config_accelerate_loads(sharding, tmp_path):
 def test_default_sharding_follows_the_memory_estimate():
     from skill.memory.estimate import estimate_memory
 
-    small = launch_plan(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8))
+    small = launch_files(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8))
     assert small.sharding == "ddp" and "whole training state" in small.sharding_reason
     big_recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8)
     whole = estimate_memory(big_recipe.memory_request())
     sharded = estimate_memory(big_recipe.memory_request().model_copy(update={"sharding": "zero3"}))
     assert not whole.fits and sharded.fits
-    big = launch_plan(big_recipe)
+    big = launch_files(big_recipe)
     assert big.sharding == "zero3"
     assert f"{whole.peak_gib:.1f} GiB" in big.sharding_reason and f"{sharded.peak_gib:.1f} GiB" in big.sharding_reason
     assert big.notes[0] == f"Sharding: {big.sharding_reason}"
+
+
+def test_the_memory_estimate_and_the_launch_planner_agree_on_the_vllm_server_gpus():
+    """4 x A10G and a 7B model: the server takes 2 GPUs (tensor parallel 2), so 2 train, not 3."""
+    from skill.hardware.layout import layout_processes
+    from skill.memory.components import training_processes
+    from skill.memory.estimate import estimate_memory
+
+    recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="lora")
+    assert (recipe.launch.vllm_server_gpus, recipe.launch.training_processes) == (2, 2)
+    from_recipe = recipe.memory_request().model_copy(update={"sharding": "zero3"})
+    standalone = from_recipe.model_copy(update={"training_processes": None})
+    assert standalone.vllm_mode == "server"
+    assert training_processes(standalone) == recipe.launch.training_processes
+    weights_gib = standalone.shape.parameters() * 2 / 2**30
+    assert layout_processes(recipe.hardware, weights_gib) == recipe.launch
+    assert estimate_memory(standalone).components == estimate_memory(from_recipe).components
+    over_three = estimate_memory(from_recipe.model_copy(update={"training_processes": 3}))
+    assert over_three.components.weights < estimate_memory(standalone).components.weights
 
 
 def test_plans_that_cannot_work_are_refused(tiny_model_dir, tmp_path):
     data = tmp_path / "addition.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(20)))
     with pytest.raises(SkillError, match="for GPU targets"):
-        launch_plan(recipe(tiny_model_dir, data))
+        launch_files(recipe(tiny_model_dir, data))
     qlora = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="qlora")
     with pytest.raises(SkillError, match="bnb_4bit_quant_storage"):
-        launch_plan(qlora, "zero3")
-    assert launch_plan(qlora).sharding == "ddp"  # never shards an NF4 base on its own
+        launch_files(qlora, "zero3")
+    assert launch_files(qlora).sharding == "ddp"  # never shards an NF4 base on its own
     plain = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8)
-    no_server = launch_plan(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, use_vllm=False))
+    no_server = launch_files(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, use_vllm=False))
     assert "vllm (node 0)" not in no_server.commands and "vllm-serve" not in no_server.files[NODE_SCRIPT]
     assert no_server.vllm_tensor_parallel_size is None and "stay idle" in no_server.notes[-1]
     edited = plain.model_copy(update={"launch": plain.launch.model_copy(update={"training_processes": 8})})
     with pytest.raises(SkillError, match="leaves 7 trainers"):
-        launch_plan(edited)
+        launch_files(edited)
 
 
 def test_write_launch_files(tmp_path):
-    plan = launch_plan(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2))
+    plan = launch_files(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2))
     written = write_launch_files(plan, tmp_path / "plan")
     assert sorted(path.name for path in written) == sorted(plan.files)
     assert all(path.read_text() == plan.files[path.name] for path in written)
@@ -225,7 +244,7 @@ def test_slurm_script_starts_each_node_with_its_rank_and_gpus(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2, vllm_server_port=port)
-    plan = launch_plan(recipe)
+    plan = launch_files(recipe)
     write_launch_files(plan, tmp_path / "plan")
     shims = tmp_path / "bin"
     shims.mkdir()

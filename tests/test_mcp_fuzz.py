@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 
-from server.mcp_server import TOOL_SPECS, build_server
+from server.mcp_server import build_server
+from server.mcp_tools import TOOL_SPECS
 from server.tool_errors import ERROR_SHAPE, MAX_MESSAGE_CHARS
 from skill.state import STATE_ROOT_ENV
 

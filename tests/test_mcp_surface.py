@@ -15,9 +15,11 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from server.mcp_server import REPOSITORY, SERVER_NAME, TOOL_SPECS, build_server
+from server.mcp_resources import REPOSITORY
+from server.mcp_server import SERVER_NAME, build_server
+from server.mcp_tools import TOOL_SPECS
 from server.tool_errors import ERROR_SHAPE
-from skill.demo.task import addition_rows
+from skill.data import addition_rows
 from skill.state import STATE_ROOT_ENV
 
 TOOLS = [spec.name for spec in TOOL_SPECS]

@@ -12,8 +12,10 @@ from mcp import Client
 
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
-from skill.memory.estimate import MemoryRequest, estimate_memory, lora_parameters
-from skill.models.shapes import _KNOWN, ModelShape, resolve_shape
+from skill.memory.components import lora_parameters
+from skill.memory.estimate import estimate_memory
+from skill.memory.schema import MemoryRequest
+from skill.models.shapes import KNOWN_MODELS, ModelShape, resolve_shape
 
 H100 = HardwareSpec(gpu_model="H100")
 
@@ -23,7 +25,7 @@ def estimate(**fields):
     return estimate_memory(MemoryRequest(**fields))
 
 
-@pytest.mark.parametrize("entry", _KNOWN, ids=lambda entry: entry.hub_id)
+@pytest.mark.parametrize("entry", KNOWN_MODELS, ids=lambda entry: entry.hub_id)
 def test_shape_parameter_count_matches_the_publisher_within_2_percent(entry):
     computed = entry.shape.parameters() / 1e9
     assert abs(computed - entry.stated_parameters_b) / entry.stated_parameters_b < 0.02, entry.source

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from skill.demo.task import addition_rows
+from skill.data import addition_rows
 from skill.memory.measurement import MeasuredStep, measure_grpo_step
 
 BASE = {
@@ -33,10 +33,10 @@ CASES = {
 def test_saved_ledger_excludes_weights_dedupes_storages_and_releases_after_backward():
     import torch
 
-    from skill.memory.measurement import _SavedLedger
+    from skill.memory.instruments import SavedLedger
 
     linear = torch.nn.Linear(4, 4, bias=False)
-    ledger = _SavedLedger({p.untyped_storage().data_ptr() for p in linear.parameters()})
+    ledger = SavedLedger({p.untyped_storage().data_ptr() for p in linear.parameters()})
     x = torch.randn(8, 4, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(ledger.pack, lambda held: held.tensor):
         h = linear(x)  # saves x and the weight (a parameter, not counted)

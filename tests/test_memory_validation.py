@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from skill.demo.task import addition_rows
+from skill.data import addition_rows
 from skill.memory.measurement import compare_with_estimate, measure_grpo_step
 
 pytestmark = pytest.mark.slow

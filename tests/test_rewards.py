@@ -3,6 +3,7 @@ the registry's rules; and TRL's contract in a real GRPOTrainer step."""
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
@@ -192,6 +193,18 @@ class TestRegistry:
         for entry in load_library().values():
             assert entry.summary and entry.roles
 
+    def test_every_builder_parameter_is_described_on_its_signature(self):
+        for entry in load_library().values():
+            assert list(entry.params) == list(inspect.signature(entry.build).parameters)
+            assert all(param.description for param in entry.params.values())
+
+    def test_bad_params_are_refused_with_what_the_reward_takes(self):
+        with pytest.raises(SkillError, match="unknown param 'patern'") as error:
+            reward("format", "format", patern="number")
+        assert "pattern (a named structure: number, answer_tag" in error.value.fix
+        with pytest.raises(SkillError, match="missing param 'criteria'"):
+            reward("rubric_judge", "judge")
+
     def test_role_the_reward_cannot_play_is_refused(self):
         with pytest.raises(SkillError, match="cannot play role 'correctness'"):
             reward("format", "correctness")
@@ -234,7 +247,7 @@ def test_trl_logs_exactly_what_the_rewards_give(tiny_model_dir, tmp_path):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from skill.demo.task import addition_rows
+    from skill.data import addition_rows
 
     specs = [
         RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),

@@ -206,7 +206,7 @@ def test_smollm2_on_the_arithmetic_task_routes_to_grpo():
 
 @pytest.mark.slow
 def test_smollm2_asked_for_answer_tags_routes_to_sft():
-    from skill.demo.task import addition_rows
+    from skill.data import addition_rows
 
     tagged = []
     for row in addition_rows(12):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from skill.demo.task import addition_rows
+from skill.data import addition_rows
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import record_review

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from skill.rewards.code import sandbox
-from skill.rewards.code.sandbox import SLOTS, UID_BASE_ENV, run_python, sandbox_isolation
+from skill.rewards.code.isolation import SLOTS, UID_BASE_ENV, system_tool
+from skill.rewards.code.sandbox import run_python, sandbox_isolation
 from skill.rewards.code.unit_tests import build_unit_tests
 
 TIMEOUT_S = 1.0  # per test
@@ -69,7 +70,7 @@ def score(code: str, tests: list[dict]) -> tuple[float | None, float]:
 def test_isolation_level_is_the_strongest_available():
     if os.environ.get(sandbox.ISOLATION_ENV):
         assert sandbox_isolation() == os.environ[sandbox.ISOLATION_ENV]
-    elif os.geteuid() == 0 and all(map(sandbox._tool, ("bwrap", "setpriv"))):
+    elif os.geteuid() == 0 and all(map(system_tool, ("bwrap", "setpriv"))):
         assert sandbox_isolation() == "bubblewrap"
     else:
         assert sandbox_isolation() in sandbox.LEVELS
@@ -236,7 +237,7 @@ def test_run_python_limits_time_and_output():
 
 @pytest.mark.parametrize("level", sandbox.LEVELS[1:])
 def test_fallback_levels_run_and_keep_their_promises(level, caplog, monkeypatch):
-    if level != "rlimits" and not (os.geteuid() == 0 and sandbox._tool("setpriv")):
+    if level != "rlimits" and not (os.geteuid() == 0 and system_tool("setpriv")):
         pytest.skip("needs root and setpriv")
     network = "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=0.5)\n    print('net')\n"
     network += "except OSError:\n    print('nonet')\nimport os\nprint(os.getuid())"

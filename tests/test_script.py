@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from skill.data import addition_rows
 from skill.demo.pipeline import demo_recipe_request
-from skill.demo.task import addition_rows
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec

@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 
 from skill.errors import SkillError
-from skill.rewards.code.unit_tests import (
-    UnconvertedAssert,
-    build_unit_tests,
-    convert_asserts,
-    extract_code,
-    parse_tests,
-    same_value,
-)
+from skill.rewards.code.cases import UnconvertedAssert, convert_asserts, parse_tests
+from skill.rewards.code.unit_tests import build_unit_tests, extract_code, same_value
 from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from skill.demo.task import addition_rows
+from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec

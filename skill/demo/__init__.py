@@ -1,1 +1,6 @@
-"""The embedded demo: SmolLM2-135M-Instruct learning to add small numbers with GRPO."""
+"""The embedded demo: SmolLM2-135M-Instruct learning to add small numbers with GRPO.
+
+Owns: ``pipeline`` (the demo's recipe request and ``run_demo``, what ``grpo-rlvr demo`` runs). Its task,
+``embedded:addition``, is a built-in dataset of ``skill.data``. May import anything in ``skill``;
+nothing in ``skill`` outside this package imports it.
+"""

@@ -16,13 +16,19 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from skill.demo.task import DEMO_DATASET_ID, addition_rows
+from skill.data import ADDITION_DATASET_ID, addition_rows
 from skill.hardware.specs import HardwareSpec
+from skill.inspection.gate import record_review
+from skill.inspection.run import inspect_rewards
+from skill.inspection.schema import InspectionReport, InspectionRequest, ReviewRequest
 from skill.models.sources import EMBEDDED_MODEL_ID
-from skill.recipe.emit import RecipeRequest
-from skill.recipe.schema import DatasetSpec, ModelSpec
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import DatasetSpec, GRPORecipe, ModelSpec
 from skill.rewards.spec import RewardSpec
-from skill.runs.evaluation import Evaluation
+from skill.routing.route import ProbeSpec, RouteDecision, RouteRequest, route_check
+from skill.runs.evaluation import Evaluation, evaluate_pass_at_1
+from skill.runs.jobs import RunRequest, RunStatus, run_grpo, run_status
+from skill.runs.store import read_jsonl
 from skill.sampling import Progress
 
 DEMO_STEPS = 40
@@ -50,7 +56,7 @@ def demo_recipe_request() -> RecipeRequest:
             ),
         ],
         # The prompts are ~30 tokens; the budget sizes memory and filters nothing here.
-        dataset=DatasetSpec(name=DEMO_DATASET_ID, columns=["answer"], max_prompt_tokens=64),
+        dataset=DatasetSpec(name=ADDITION_DATASET_ID, columns=["answer"], max_prompt_tokens=64),
         overrides={
             "learning_rate": 1e-5,
             "beta": 0.0,
@@ -113,59 +119,19 @@ def run_demo(
     progress: Progress | None = None,
 ) -> DemoResult:
     """The whole method on the embedded SmolLM2, on this CPU: route -> inspect -> config -> memory -> run -> eval."""
-    from skill.inspection.gate import record_review
-    from skill.inspection.run import inspect_rewards
-    from skill.inspection.schema import InspectionRequest, ReviewRequest
-    from skill.recipe.emit import emit_grpo_config
-    from skill.routing.route import ProbeSpec, RouteRequest, route_check
-    from skill.runs.evaluation import evaluate_pass_at_1
-    from skill.runs.jobs import RunRequest, run_grpo, run_status
-    from skill.runs.store import read_jsonl
-
     started = time.perf_counter()
     request = demo_recipe_request().model_copy(update={"max_steps": steps})
     correctness = request.rewards[1]
-    say("1/6 route_check: is GRPO the right tool? Sampling the base model on the addition task...")
-    decision = route_check(
-        RouteRequest(
-            signal="exact_answer",
-            verifier=correctness,
-            probe=ProbeSpec(dataset=DEMO_DATASET_ID, num_prompts=16, max_new_tokens=16),
-        ),
-        progress=progress,
-    )
-    evidence = decision.evidence
-    say(
-        f"    -> {decision.route}: pass@1 {evidence.pass_at_1:.2f}, learnable fraction "
-        f"{evidence.learnable_fraction:.2f} ({decision.id})"
-        if evidence
-        else f"    -> {decision.route}"
-    )
+    decision = _route(correctness, say, progress)
     result = DemoResult(route_id=decision.id, route=decision.route, inspection_id="")
     if decision.route != "grpo":
         say(f"    The route says {decision.route}: {decision.next_step} Stopping here.")
         result.seconds = time.perf_counter() - started
         return result
-    say("2/6 inspect_rewards on the route's samples (no second sampling)...")
-    report = inspect_rewards(InspectionRequest(rewards=request.rewards, route_decision_id=decision.id))
-    for name, stats in report.stats.items():
-        say(f"    {name:12s} mean {stats.mean:.2f}  failures {stats.failure_rate:.0%}")
-    say(
-        f"    flags: {[f.code for f in report.flags] or 'none'}; probes: {len(report.probe_results)} tried, "
-        f"{sum(p.hacked for p in report.probe_results)} hacked. Report: {report.paths['html']}"
-    )
-    reviewed = record_review(
-        ReviewRequest(
-            report_id=report.id,
-            reviewer=os.environ.get("USER", "cli-user"),
-            non_interactive=True,
-            notes="grpo-rlvr demo --yes",
-        )
-    )
-    say(f"    review: accepted non-interactively (--yes), recorded as unread -> {reviewed.verdict}")
+    report = _inspect(request, decision.id, say)
     result.inspection_id = report.id
-    if reviewed.verdict != "passed":
-        say("    The gate did not pass: " + "; ".join(reviewed.verdict_reasons))
+    if report.verdict != "passed":
+        say("    The gate did not pass: " + "; ".join(report.verdict_reasons))
         return result
     say("3/6 emit_grpo_config for SmolLM2-135M on this CPU...")
     recipe = emit_grpo_config(request.model_copy(update={"route_decision_id": decision.id}))
@@ -174,29 +140,13 @@ def run_demo(
             say(f"    {reason.field}={reason.value!r}: {reason.reason}")
     memory = recipe.provenance.memory_estimate or {}
     say(f"4/6 estimate_memory: peak {memory.get('peak_gib', 0):.2f} GiB on CPU RAM, fits: {memory.get('fits')}")
-    train_rows = addition_rows(200)
-    evaluation_rows = held_out_rows(train_rows, eval_prompts)
+    evaluation_rows = held_out_rows(addition_rows(200), eval_prompts)
     say(f"5/6 held-out pass@1 before training ({eval_prompts} prompts x {samples_per_prompt} samples)...")
     result.before = evaluate_pass_at_1(recipe.model.name, evaluation_rows, correctness, samples_per_prompt)
     say(f"    before: {_describe(result.before)}")
     say(f"6/6 run_grpo: {steps} GRPO steps on CPU (live below)...")
-    status = run_grpo(RunRequest(recipe=recipe))
-    result.run_id = status.run_id
-    shown = 0
-    warned: set[str] = set()
-    while status.state in ("starting", "running"):
-        status = run_status(status.run_id, wait_seconds=5)
-        for row in read_jsonl(Path(status.paths.get("metrics.jsonl", "/nonexistent")))[shown:]:
-            shown += 1
-            say(
-                f"    step {row['step']:3d}/{steps}  reward {row.get('reward', 0):.3f}  correctness "
-                f"{row.get('rewards/exact_match/mean', 0):.3f}  format {row.get('rewards/format/mean', 0):.3f}"
-            )
-        for warning in status.health:
-            if warning["code"] not in warned:
-                warned.add(warning["code"])
-                say(f"    health: {warning['message']}")
-    result.run_state = status.state
+    status = _train(recipe, steps, say)
+    result.run_id, result.run_state = status.run_id, status.state
     if status.state != "succeeded":
         say(f"    the run ended {status.state}: {status.reason}")
         result.seconds = time.perf_counter() - started
@@ -214,6 +164,69 @@ def run_demo(
     )
     say(f"Done in {result.seconds / 60:.1f} min. Run {status.run_id}: grpo-rlvr status {status.run_id}")
     return result
+
+
+def _route(correctness: RewardSpec, say: Callable[[str], None], progress: Progress | None) -> RouteDecision:
+    """Step 1: probe the base model on the addition task and decide whether GRPO applies."""
+    say("1/6 route_check: is GRPO the right tool? Sampling the base model on the addition task...")
+    decision = route_check(
+        RouteRequest(
+            signal="exact_answer",
+            verifier=correctness,
+            probe=ProbeSpec(dataset=ADDITION_DATASET_ID, num_prompts=16, max_new_tokens=16),
+        ),
+        progress=progress,
+    )
+    evidence = decision.evidence
+    say(
+        f"    -> {decision.route}: pass@1 {evidence.pass_at_1:.2f}, learnable fraction "
+        f"{evidence.learnable_fraction:.2f} ({decision.id})"
+        if evidence
+        else f"    -> {decision.route}"
+    )
+    return decision
+
+
+def _inspect(request: RecipeRequest, route_id: str, say: Callable[[str], None]) -> InspectionReport:
+    """Step 2: inspect the rewards on the route's samples and accept them non-interactively (--yes)."""
+    say("2/6 inspect_rewards on the route's samples (no second sampling)...")
+    report = inspect_rewards(InspectionRequest(rewards=request.rewards, route_decision_id=route_id))
+    for name, stats in report.stats.items():
+        say(f"    {name:12s} mean {stats.mean:.2f}  failures {stats.failure_rate:.0%}")
+    say(
+        f"    flags: {[f.code for f in report.flags] or 'none'}; probes: {len(report.probe_results)} tried, "
+        f"{sum(p.hacked for p in report.probe_results)} hacked. Report: {report.paths['html']}"
+    )
+    reviewed = record_review(
+        ReviewRequest(
+            report_id=report.id,
+            reviewer=os.environ.get("USER", "cli-user"),
+            non_interactive=True,
+            notes="grpo-rlvr demo --yes",
+        )
+    )
+    say(f"    review: accepted non-interactively (--yes), recorded as unread -> {reviewed.verdict}")
+    return reviewed
+
+
+def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunStatus:
+    """Step 6: start the run and show its metrics and health warnings live until it ends."""
+    status = run_grpo(RunRequest(recipe=recipe))
+    shown = 0
+    warned: set[str] = set()
+    while status.state in ("starting", "running"):
+        status = run_status(status.run_id, wait_seconds=5)
+        for row in read_jsonl(Path(status.paths.get("metrics.jsonl", "/nonexistent")))[shown:]:
+            shown += 1
+            say(
+                f"    step {row['step']:3d}/{steps}  reward {row.get('reward', 0):.3f}  correctness "
+                f"{row.get('rewards/exact_match/mean', 0):.3f}  format {row.get('rewards/format/mean', 0):.3f}"
+            )
+        for warning in status.health:
+            if warning["code"] not in warned:
+                warned.add(warning["code"])
+                say(f"    health: {warning['message']}")
+    return status
 
 
 def _describe(evaluation: Evaluation) -> str:

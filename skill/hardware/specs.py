@@ -1,4 +1,4 @@
-"""Target hardware: what the recipe will run on, and what follows from it (dtype, vLLM mode, world size).
+"""Target hardware: what the recipe will run on (GPU model, memory, bf16, GPUs per node, nodes).
 
 Memory figures are the vendors' stated capacities; bf16 support follows the compute capability
 (Ampere, 8.0, and newer support bf16; Volta and Turing do not, so they train in fp16).
@@ -6,7 +6,6 @@ Memory figures are the vendors' stated capacities; bf16 support follows the comp
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -150,55 +149,3 @@ class HardwareSpec(BaseModel):
     def total_gpus(self) -> int:
         """GPUs across all nodes (0 on CPU)."""
         return 0 if self.accelerator == "cpu" else self.gpus_per_node * self.nodes
-
-
-class LaunchPlan(BaseModel):
-    """How the processes are laid out on the target: who trains, who generates."""
-
-    training_processes: int = Field(description="Trainer processes (the world size TRL sees).")
-    vllm_server_gpus: int = Field(default=0, description="GPUs given to a separate `trl vllm-serve` process.")
-    vllm_tensor_parallel_size: int = Field(default=1, description="Tensor parallel size of the vLLM server.")
-    launcher: Literal["python", "accelerate"] = Field(
-        description="'python' for one process; 'accelerate' (accelerate launch) for several."
-    )
-    notes: list[str] = Field(default_factory=list)
-
-
-def plan_launch(hardware: HardwareSpec, model_gib_bf16: float) -> LaunchPlan:
-    """Lay out trainer and vLLM processes: colocated on one GPU, a separate vLLM server on several.
-
-    ``model_gib_bf16`` sizes the vLLM server: it gets enough GPUs (a power of two) to hold the
-    weights in half of each GPU's memory, leaving the rest for the KV cache.
-
-    >>> plan_launch(HardwareSpec(gpu_model="H100", gpus_per_node=8), 14.2).training_processes
-    7
-    >>> plan_launch(HardwareSpec(accelerator="cpu"), 0.3).launcher
-    'python'
-    """
-    if hardware.accelerator == "cpu" or hardware.total_gpus == 1:
-        return LaunchPlan(training_processes=1, launcher="python")
-    memory = hardware.memory_gib_per_gpu or 1.0
-    needed = max(1, math.ceil(model_gib_bf16 / (0.5 * memory)))
-    tensor_parallel = 1 << (needed - 1).bit_length()
-    if tensor_parallel > hardware.gpus_per_node:
-        raise SkillError(
-            f"Serving the model with vLLM needs {tensor_parallel} GPUs of {memory} GiB on one node, "
-            f"but a node has {hardware.gpus_per_node}.",
-            "Send larger GPUs, more GPUs per node, or method 'lora'/'qlora' with a smaller model.",
-        )
-    trainers = hardware.total_gpus - tensor_parallel
-    if trainers < 1:
-        raise SkillError(
-            f"All {hardware.total_gpus} GPUs would serve vLLM (tensor parallel {tensor_parallel}); none would train.",
-            "Send more GPUs, or a single GPU to colocate vLLM with training.",
-        )
-    return LaunchPlan(
-        training_processes=trainers,
-        vllm_server_gpus=tensor_parallel,
-        vllm_tensor_parallel_size=tensor_parallel,
-        launcher="accelerate",
-        notes=[
-            f"`trl vllm-serve` on {tensor_parallel} GPU(s) of node 0; `accelerate launch` with "
-            f"{trainers} training process(es) on the remaining GPUs."
-        ],
-    )

@@ -1,26 +1,79 @@
-"""record_review and the gate: a passed inspection whose fingerprint matches the rewards, or no training.
+"""The one gate policy: a passed inspection whose fingerprint matches the rewards, or no training.
 
-Gate policy: at least 50 real samples labelled, zero disagreements, no blocking flag, and every
-planted attention check caught. A non-interactive review (``--yes``: accept without a per-sample
-read) is recorded as exactly that; it passes only when no flag blocks (ACCEPT_NON_INTERACTIVE), and
-the run and its model card say the rewards were accepted unread.
+A review passes when at least 50 real samples are labelled, the reader disagrees with none, no flag
+blocks, and every planted attention check is caught. A non-interactive review (``--yes``: accept all
+without a per-sample read) passes when nothing else blocks (no blocking flag); it is recorded as
+exactly that, never counted as a read, and the run's record and model card say the rewards were
+accepted unread.
+
+A reward's fingerprint covers everything that decides what it scores (its spec, the source of the
+modules defining it, the library versions), so the gate knows when a reward changed since it was
+inspected. Owns: ``reward_fingerprint``, ``evaluate_review``, ``record_review``, the passed index,
+``require_passed_inspection``. May import: ``inspection.reports``, ``inspection.schema``, ``rewards``,
+``state``, ``errors``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.metadata
+import inspect
 import json
 import time
+from pathlib import Path
 
 from skill.errors import SkillError
-from skill.inspection.run import ACCEPT_NON_INTERACTIVE, _report_dir, load_report, reward_fingerprint, save_report
+from skill.inspection.reports import (
+    inspected_fingerprint_parts,
+    load_report,
+    planted_ids,
+    reports_dir,
+    save_report,
+    stored_reports,
+)
 from skill.inspection.schema import MIN_SAMPLES, InspectionReport, Review, ReviewRequest
+from skill.rewards import base, registry
 from skill.rewards.spec import RewardSpec
 from skill.state import write_atomically
 
+FINGERPRINTED_PACKAGES = ("grpo-rlvr", "math-verify", "jsonschema")
 
-def _planted(report_id: str) -> list[int]:
-    key = _report_dir() / f"{report_id}.key.json"
-    return json.loads(key.read_text())["planted"] if key.is_file() else []
+
+def _fingerprint_parts(specs: list[RewardSpec]) -> dict[str, str]:
+    """One hash per reward: its spec, the source of every module defining it, and the library versions."""
+    versions = {}
+    for package in FINGERPRINTED_PACKAGES:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = "absent"
+    parts = {}
+    for position, spec in enumerate(specs):
+        if ":" in spec.name:
+            modules = [importlib.import_module(spec.name.split(":", 1)[0])]
+        else:
+            modules = [inspect.getmodule(registry.registered_reward(spec).build), base]
+        sources = {
+            module.__name__: hashlib.sha256(inspect.getsource(module).encode()).hexdigest() for module in modules
+        }
+        if spec.name == "length_penalty" and "wrap" in spec.params:
+            wrapped = RewardSpec.model_validate({"role": "correctness", **spec.params["wrap"]})
+            sources["wrapped"] = _fingerprint_parts([wrapped])[f"0:{wrapped.name}"]
+        payload = {"spec": spec.model_dump(mode="json"), "sources": sources, "versions": versions}
+        parts[f"{position}:{spec.name}"] = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return parts
+
+
+def reward_fingerprint(specs: list[RewardSpec]) -> tuple[str, dict[str, str]]:
+    """The fingerprint of a reward set, and its per-reward parts (to say which reward changed).
+
+    >>> fingerprint, parts = reward_fingerprint([RewardSpec(name="format", role="format")])
+    >>> len(fingerprint), list(parts)
+    (64, ['0:format'])
+    """
+    parts = _fingerprint_parts(specs)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest(), parts
 
 
 def evaluate_review(report: InspectionReport, review: Review, planted: list[int]) -> list[str]:
@@ -29,11 +82,6 @@ def evaluate_review(report: InspectionReport, review: Review, planted: list[int]
     for flag in report.flags:
         if flag.severity == "blocking":
             reasons.append(f"Fix the reward: {flag.message}")
-    if review.non_interactive and not ACCEPT_NON_INTERACTIVE:
-        reasons.append(
-            "A non-interactive review (accept-all without a per-sample read) does not pass this gate: "
-            "read and label the samples."
-        )
     real = [sample.id for sample in report.samples if sample.id not in planted]
     labelled = [sample_id for sample_id in real if sample_id in review.labels]
     if len(labelled) < min(MIN_SAMPLES, len(real)):
@@ -65,7 +113,7 @@ def record_review(request: ReviewRequest) -> InspectionReport:
     unknown = sorted(set(labels) - known)
     if unknown:
         raise SkillError(f"Labels for unknown sample ids {unknown[:10]}.", f"Send ids between 0 and {max(known)}.")
-    planted = _planted(report_id)
+    planted = planted_ids(report_id)
     if non_interactive:
         labels = {sample_id: True for sample_id in known}
     review = Review(
@@ -87,8 +135,8 @@ def record_review(request: ReviewRequest) -> InspectionReport:
     return saved
 
 
-def _index_path():
-    return _report_dir() / "passed-index.json"
+def _index_path() -> Path:
+    return reports_dir() / "passed-index.json"
 
 
 def _index_verdict(report: InspectionReport) -> None:
@@ -110,12 +158,8 @@ def require_passed_inspection(rewards: list[RewardSpec]) -> InspectionReport:
         report = load_report(index[fingerprint])
         if report.verdict == "passed" and report.reward_fingerprint == fingerprint:
             return report
-    reports = sorted(_report_dir().glob("insp-*.json"), reverse=True)
     same_names = None
-    for path in reports:
-        if path.name.endswith(".key.json"):
-            continue
-        report = InspectionReport.model_validate_json(path.read_text())
+    for report in stored_reports():
         if report.verdict != "passed":
             continue
         if report.reward_fingerprint == fingerprint:
@@ -123,8 +167,7 @@ def require_passed_inspection(rewards: list[RewardSpec]) -> InspectionReport:
         if same_names is None and [s.name for s in report.rewards] == [s.name for s in rewards]:
             same_names = report
     if same_names is not None:
-        key = _report_dir() / f"{same_names.id}.key.json"
-        old = json.loads(key.read_text())["fingerprint_parts"] if key.is_file() else {}
+        old = inspected_fingerprint_parts(same_names.id)
         changed = [name.split(":", 1)[1] for name, value in parts.items() if old.get(name) != value]
         raise SkillError(
             f"Reward function {', '.join(changed) or 'set'} changed since inspection {same_names.id} (spec, source "

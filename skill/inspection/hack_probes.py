@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skill.inspection.schema import ProbeResult, SampleResult
-from skill.rewards.judge.reward import MASTER_KEYS
+from skill.rewards.judge.verdict import MASTER_KEYS
 from skill.rewards.spec import RewardSpec
 
 ZERO = "0"

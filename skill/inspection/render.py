@@ -8,13 +8,9 @@ import html
 import json
 from typing import Any
 
-from skill.inspection.schema import InspectionReport
+from skill.inspection.schema import InspectionReport, SampleResult
 
 TRUNCATE = 600
-
-
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
 
 
 def _prompt_text(prompt: Any) -> str:
@@ -29,7 +25,22 @@ def _short(text: str, limit: int = TRUNCATE) -> str:
 
 def render_markdown(report: InspectionReport) -> str:
     """The report for an agent or a terminal: verdict, flags, probes, statistics, then every sample."""
-    names = list(report.stats)
+    lines = _markdown_summary(report) + _markdown_tables(report)
+    lines += [
+        "",
+        "## Samples",
+        "",
+        "For each sample: do you agree with the rewards' judgment? Any disagreement "
+        "means the reward function needs fixing first.",
+        "",
+    ]
+    for sample in report.samples:
+        lines += _markdown_sample(sample, list(report.stats))
+    return "\n".join(lines)
+
+
+def _markdown_summary(report: InspectionReport) -> list[str]:
+    """The title, verdict and its reasons, the rewards, and the flags."""
     lines = [
         f"# Reward inspection {report.id}",
         "",
@@ -46,7 +57,12 @@ def render_markdown(report: InspectionReport) -> str:
         + (f" Samples: {f.evidence}." if f.evidence else "")
         for f in report.flags
     ] or ["- none"]
-    lines += [
+    return lines
+
+
+def _markdown_tables(report: InspectionReport) -> list[str]:
+    """The hack probes and the per-reward statistics, as tables."""
+    lines = [
         "",
         "## Hack probes",
         "",
@@ -70,37 +86,32 @@ def render_markdown(report: InspectionReport) -> str:
             f"| {name} | {s.mean} | {s.std} | {s.minimum} | {s.maximum} | {s.none_rate:.0%} | "
             f"{s.failure_rate:.0%} | {corr} |"
         )
-    lines += [
+    return lines
+
+
+def _markdown_sample(sample: SampleResult, names: list[str]) -> list[str]:
+    """One sample: its scores, what was extracted, its columns, the prompt and the completion."""
+    scores = ", ".join(f"{name}={sample.scores.get(name)}" for name in names)
+    lines = [f"### Sample {sample.id}", "", f"Scores: {scores}; total {sample.total}"]
+    if sample.extracted:
+        lines.append("Extracted: " + ", ".join(f"{k}={v!r}" for k, v in sample.extracted.items()))
+    if sample.columns:
+        lines.append("Columns: " + _short(json.dumps(sample.columns, default=str), 300))
+    return lines + [
         "",
-        "## Samples",
+        "Prompt:",
         "",
-        "For each sample: do you agree with the rewards' judgment? Any disagreement "
-        "means the reward function needs fixing first.",
+        "```",
+        _short(_prompt_text(sample.prompt)),
+        "```",
+        "",
+        "Completion:",
+        "",
+        "```",
+        _short(sample.completion),
+        "```",
         "",
     ]
-    for sample in report.samples:
-        scores = ", ".join(f"{name}={sample.scores.get(name)}" for name in names)
-        lines += [f"### Sample {sample.id}", "", f"Scores: {scores}; total {sample.total}"]
-        if sample.extracted:
-            lines.append("Extracted: " + ", ".join(f"{k}={v!r}" for k, v in sample.extracted.items()))
-        if sample.columns:
-            lines.append("Columns: " + _short(json.dumps(sample.columns, default=str), 300))
-        lines += [
-            "",
-            "Prompt:",
-            "",
-            "```",
-            _short(_prompt_text(sample.prompt)),
-            "```",
-            "",
-            "Completion:",
-            "",
-            "```",
-            _short(sample.completion),
-            "```",
-            "",
-        ]
-    return "\n".join(lines)
 
 
 _STYLE = """

@@ -31,16 +31,28 @@ Caveats: on CPU, TRL's head scores every position with torch tile ops; with Trit
 scores only completion tokens and folds tiles in-kernel, so the CPU log-prob peak overstates a
 GPU's at the same shapes. The function swap is process-global while a step runs, and a profiler
 already running in the process would clash with the one started here.
+
+The instruments live in ``memory.instruments``. May import: ``memory`` (the estimate to compare with),
+``hardware.specs``, ``models.shapes``.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from skill.hardware.specs import HardwareSpec
+from skill.memory.components import (
+    attention_mask_bytes,
+    estimate_components,
+    logprob_peak_bytes,
+    saved_activation_bytes_per_token,
+)
+from skill.memory.instruments import SavedLedger, StepRecorder, measured_logprob_function, storage_bytes
+from skill.memory.schema import GIB, MemoryRequest
+from skill.models.shapes import resolve_shape
 
 
 class MeasuredStep(BaseModel):
@@ -67,179 +79,12 @@ class MeasuredStep(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def running_peak(deltas: Iterable[tuple[int, int]]) -> int:
-    """Peak of the running sum of ``(time, signed bytes)`` allocator records, taken in time order, never below 0.
-
-    >>> running_peak([(2, -4), (0, 10), (1, 8), (3, -14)])
-    18
-    >>> running_peak([])
-    0
-    """
-    total = peak = 0
-    for _, change in sorted(deltas, key=lambda record: record[0]):
-        total += change
-        peak = max(peak, total)
-    return peak
-
-
-def _storage_bytes(tensors: Iterable[Any]) -> int:
-    """Bytes of the distinct storages behind ``tensors`` (tied weights and views count once)."""
-    seen: dict[int, int] = {}
-    for tensor in tensors:
-        storage = tensor.untyped_storage()
-        seen[storage.data_ptr()] = storage.nbytes()
-    return sum(seen.values())
-
-
-class _Held:
-    """What autograd keeps instead of a saved tensor; dropping it releases the tensor in the ledger."""
-
-    __slots__ = ("tensor", "key", "ledger")
-
-    def __init__(self, tensor: Any, key: int | None, ledger: _SavedLedger) -> None:
-        self.tensor, self.key, self.ledger = tensor, key, ledger
-
-    def __del__(self) -> None:
-        if self.key is not None:
-            self.ledger.release(self.key)
-
-
-class _SavedLedger:
-    """Live bytes saved for backward, per bucket ("model" or "logprob"), refcounted by storage."""
-
-    def __init__(self, parameter_keys: set[int]) -> None:
-        self.parameter_keys = parameter_keys
-        self.bucket = "model"
-        self.refs: dict[int, int] = {}
-        self.owner: dict[int, tuple[str, int]] = {}
-        self.live = {"model": 0, "logprob": 0}
-        self.peak = {"model": 0, "logprob": 0}
-
-    def pack(self, tensor: Any) -> _Held:
-        storage = tensor.untyped_storage()
-        key = storage.data_ptr()
-        if key in self.parameter_keys or storage.nbytes() == 0:
-            return _Held(tensor, None, self)
-        if key not in self.refs:
-            self.refs[key] = 0
-            self.owner[key] = (self.bucket, storage.nbytes())
-            self.live[self.bucket] += storage.nbytes()
-            self.peak[self.bucket] = max(self.peak[self.bucket], self.live[self.bucket])
-        self.refs[key] += 1
-        return _Held(tensor, key, self)
-
-    def release(self, key: int) -> None:
-        self.refs[key] -= 1
-        if self.refs[key] == 0:
-            del self.refs[key]
-            bucket, nbytes = self.owner.pop(key)
-            self.live[bucket] -= nbytes
-
-    def reset_peaks(self) -> None:
-        self.peak = dict(self.live)
-
-
-def _allocator_peak(run: Any) -> tuple[Any, int]:
-    """Run ``run()`` under the CPU profiler and return its result and the allocator peak it caused."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
-        result = run()
-    records = [
-        (event.start_ns(), event.nbytes())
-        for event in prof.profiler.kineto_results.events()
-        if event.name() == "[memory]" and event.device_type() == DeviceType.CPU
-    ]
-    return result, running_peak(records)
-
-
-class _Recorder:
-    """Everything the hooks collect during the step."""
-
-    def __init__(self, ledger: _SavedLedger) -> None:
-        self.ledger = ledger
-        self.in_training_forward = False
-        self.shapes: list[tuple[int, int]] = []
-        self.saved_peaks: list[tuple[int, int]] = []
-        self.forward_peaks: list[int] = []
-        self.backward_peaks: list[int] = []
-        self.gradient_bytes: int | None = None
-        self.optimizer_state_bytes: int | None = None
-        self.optimizer_name = ""
-
-
-@contextlib.contextmanager
-def _measured_logprob_function(recorder: _Recorder) -> Iterator[None]:
-    """Swap TRL's chunked log-prob function for a subclass that profiles the policy's training calls.
-
-    ``add_fused_lm_head`` looks the function up in ``trl.trainer.utils`` at call time, so the swap
-    reaches the policy and the reference model alike; only calls made inside the policy's loss
-    forward (and their backward, marked on ``ctx``) are profiled. The swap is process-global while
-    it lasts, so concurrent training in the same process would be measured too.
-    """
-    import trl.trainer.utils as trl_utils
-
-    original = trl_utils._ChunkedLogProbFunction
-
-    class MeasuredChunkedLogProb(original):  # type: ignore[misc, valid-type]
-        @classmethod
-        def apply(cls, *args: Any) -> Any:
-            # Tensors saved inside apply are packed after forward returns, still inside apply.
-            measuring = recorder.in_training_forward
-            previous = recorder.ledger.bucket
-            recorder.ledger.bucket = "logprob" if measuring else previous
-            try:
-                return super().apply(*args)
-            finally:
-                recorder.ledger.bucket = previous
-
-        @staticmethod
-        def forward(ctx: Any, *args: Any) -> Any:
-            ctx.measured = recorder.in_training_forward
-            if not ctx.measured:
-                return original.forward(ctx, *args)
-            result, peak = _allocator_peak(lambda: original.forward(ctx, *args))
-            recorder.forward_peaks.append(peak)
-            return result
-
-        @staticmethod
-        def backward(ctx: Any, *grads: Any) -> Any:
-            if not getattr(ctx, "measured", False):
-                return original.backward(ctx, *grads)
-            result, peak = _allocator_peak(lambda: original.backward(ctx, *grads))
-            recorder.backward_peaks.append(peak)
-            return result
-
-    trl_utils._ChunkedLogProbFunction = MeasuredChunkedLogProb
-    try:
-        yield
-    finally:
-        trl_utils._ChunkedLogProbFunction = original
-
-
-def measure_grpo_step(
-    model_dir: str | Path,
-    trl_kwargs: dict[str, Any],
-    reward_funcs: list[Any],
-    train_dataset: Any,
-    output_dir: str | Path,
-    peft_config: Any = None,
-) -> MeasuredStep:
-    """Run exactly one real GRPOTrainer optimizer step on CPU (max_steps=1, use_cpu=True forced) and measure.
-
-    ``model_dir`` must be a directory on disk: with ``beta > 0`` and no PEFT, TRL rebuilds the
-    reference model from the policy's ``name_or_path``. ``trl_kwargs`` are GRPOConfig keyword
-    arguments; ``max_steps``, ``save_strategy``, ``use_cpu`` and ``output_dir`` are overridden.
-    """
+def _measuring_trainer(recorder: StepRecorder) -> Any:
+    """A GRPOTrainer subclass whose policy loss forward runs under the recorder's saved-tensor ledger."""
     import torch
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
-    kwargs = {**trl_kwargs, "max_steps": 1, "save_strategy": "no", "use_cpu": True, "output_dir": str(output_dir)}
-    args = GRPOConfig(**kwargs)
-    ledger = _SavedLedger(parameter_keys=set())
-    recorder = _Recorder(ledger)
+    ledger = recorder.ledger
 
     class MeasuringTrainer(GRPOTrainer):
         """GRPOTrainer whose policy loss forward runs under the saved-tensor ledger."""
@@ -260,42 +105,72 @@ def measure_grpo_step(
             recorder.saved_peaks.append((ledger.peak["model"], ledger.peak["logprob"]))
             return loss
 
+    return MeasuringTrainer
+
+
+def _memory_callback(recorder: StepRecorder) -> Any:
+    """A TrainerCallback that reads gradients before the optimizer step and optimizer state after it."""
+    import torch
+    from transformers import TrainerCallback
+
     class MemoryCallback(TrainerCallback):
         """Reads gradients before the optimizer step and optimizer state after it."""
 
         def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-            recorder.gradient_bytes = _storage_bytes(p.grad for p in model.parameters() if p.grad is not None)
+            recorder.gradient_bytes = storage_bytes(p.grad for p in model.parameters() if p.grad is not None)
 
         def on_optimizer_step(self, args: Any, state: Any, control: Any, optimizer: Any = None, **kwargs: Any) -> None:
             inner = getattr(optimizer, "optimizer", optimizer)
             recorder.optimizer_name = type(inner).__name__
-            recorder.optimizer_state_bytes = _storage_bytes(
+            recorder.optimizer_state_bytes = storage_bytes(
                 value for slot in inner.state.values() for value in slot.values() if isinstance(value, torch.Tensor)
             )
 
-    trainer = MeasuringTrainer(
+    return MemoryCallback()
+
+
+def measure_grpo_step(
+    model_dir: str | Path,
+    trl_kwargs: dict[str, Any],
+    reward_funcs: list[Any],
+    train_dataset: Any,
+    output_dir: str | Path,
+    peft_config: Any = None,
+) -> MeasuredStep:
+    """Run exactly one real GRPOTrainer optimizer step on CPU (max_steps=1, use_cpu=True forced) and measure.
+
+    ``model_dir`` must be a directory on disk: with ``beta > 0`` and no PEFT, TRL rebuilds the
+    reference model from the policy's ``name_or_path``. ``trl_kwargs`` are GRPOConfig keyword
+    arguments; ``max_steps``, ``save_strategy``, ``use_cpu`` and ``output_dir`` are overridden.
+    """
+    from trl import GRPOConfig
+
+    kwargs = {**trl_kwargs, "max_steps": 1, "save_strategy": "no", "use_cpu": True, "output_dir": str(output_dir)}
+    recorder = StepRecorder(SavedLedger(parameter_keys=set()))
+    trainer = _measuring_trainer(recorder)(
         model=str(model_dir),
         reward_funcs=reward_funcs,
-        args=args,
+        args=GRPOConfig(**kwargs),
         train_dataset=train_dataset,
         peft_config=peft_config,
-        callbacks=[MemoryCallback()],
+        callbacks=[_memory_callback(recorder)],
     )
-    model = trainer.model
-    ledger.parameter_keys = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    with _measured_logprob_function(recorder):
+    recorder.ledger.parameter_keys = {p.untyped_storage().data_ptr() for p in trainer.model.parameters()}
+    with measured_logprob_function(recorder):
         trainer.train()
 
     if trainer.state.global_step != 1 or recorder.gradient_bytes is None or recorder.optimizer_state_bytes is None:
         raise RuntimeError(f"Expected one optimizer step, got global_step={trainer.state.global_step}.")
     if not recorder.shapes or not recorder.forward_peaks or not recorder.backward_peaks:
         raise RuntimeError("The policy's training forward or the chunked log-prob function was never seen.")
+    return _measured_step(trainer, recorder)
 
-    sequences, length = max(recorder.shapes, key=lambda shape: shape[0] * shape[1])
-    forward_peak, backward_peak = max(recorder.forward_peaks), max(recorder.backward_peaks)
-    reference = trainer.ref_model
+
+def _step_notes(trainer: Any, recorder: StepRecorder, sequences: int, length: int) -> list[str]:
+    """How the step ran and how each figure was read, for a reader of the result."""
+    model, args = trainer.model, trainer.args
     notes = [
-        f"activation_checkpointing={trainer.args.activation_checkpointing}, bf16={trainer.args.bf16}, "
+        f"activation_checkpointing={args.activation_checkpointing}, bf16={args.bf16}, "
         f"dtype={next(model.parameters()).dtype}, optimizer={recorder.optimizer_name}, "
         f"micro-batches={len(recorder.shapes)}.",
         f"Training forward shapes (sequences, length): {recorder.shapes}; saved-for-backward peaks (model, log-prob) "
@@ -308,14 +183,23 @@ def measure_grpo_step(
         "torch tile ops; with Triton (CUDA/XPU) it scores only completion tokens and folds tiles in-kernel, so this "
         "peak overstates the GPU workspace at the same shapes.",
     ]
-    if args.beta > 0 and reference is None:
+    if args.beta > 0 and trainer.ref_model is None:
         notes.append("beta > 0 with PEFT: the reference is the policy with adapters disabled, no extra weights.")
+    return notes
+
+
+def _measured_step(trainer: Any, recorder: StepRecorder) -> MeasuredStep:
+    """The step's figures, read from the trained model and what the recorder collected."""
+    model, reference = trainer.model, trainer.ref_model
+    sequences, length = max(recorder.shapes, key=lambda shape: shape[0] * shape[1])
+    forward_peak, backward_peak = max(recorder.forward_peaks), max(recorder.backward_peaks)
+    assert recorder.gradient_bytes is not None and recorder.optimizer_state_bytes is not None  # checked by the caller
     return MeasuredStep(
-        parameter_bytes=_storage_bytes(model.parameters()),
-        trainable_parameter_bytes=_storage_bytes(p for p in model.parameters() if p.requires_grad),
+        parameter_bytes=storage_bytes(model.parameters()),
+        trainable_parameter_bytes=storage_bytes(p for p in model.parameters() if p.requires_grad),
         gradient_bytes=recorder.gradient_bytes,
         optimizer_state_bytes=recorder.optimizer_state_bytes,
-        reference_parameter_bytes=0 if reference is None else _storage_bytes(reference.parameters()),
+        reference_parameter_bytes=0 if reference is None else storage_bytes(reference.parameters()),
         saved_activation_bytes=max(model_peak for model_peak, _ in recorder.saved_peaks),
         logprob_saved_bytes=max(logprob_peak for _, logprob_peak in recorder.saved_peaks),
         logprob_peak_bytes=max(forward_peak, backward_peak),
@@ -326,7 +210,7 @@ def measure_grpo_step(
         micro_batches=len(recorder.shapes),
         sequence_length=length,
         vocab_size=model.config.get_text_config().vocab_size,
-        notes=notes,
+        notes=_step_notes(trainer, recorder, sequences, length),
     )
 
 
@@ -350,17 +234,6 @@ def compare_with_estimate(
 
     Tolerances: weights, gradients, optimizer and reference 5%; saved activations and the log-prob peak 30%.
     """
-    from skill.hardware.specs import HardwareSpec
-    from skill.memory.estimate import (
-        GIB,
-        MemoryRequest,
-        attention_mask_bytes,
-        estimate_components,
-        logprob_peak_bytes,
-        saved_activation_bytes_per_token,
-    )
-    from skill.models.shapes import resolve_shape
-
     shape = resolve_shape(str(model_dir))
     checkpointing = bool(trl_kwargs.get("activation_checkpointing", False))
     sequences, length = measured.micro_batch_sequences, measured.sequence_length

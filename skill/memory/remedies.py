@@ -1,103 +1,141 @@
 """Ways to make a GRPO setup fit, cheapest first, each re-estimated with the change applied.
 
 Only options the installed TRL supports are offered (``use_liger_kernel`` is deprecated there).
+May import: ``memory.schema``, ``memory.components``, ``hardware`` (the process layout), ``errors``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-from skill.memory.estimate import DTYPE_BYTES, GIB, MemoryEstimate, MemoryRequest, Remedy, kv_cache_bytes_per_token
+from skill.errors import SkillError
+from skill.memory.components import (
+    estimate_components,
+    kv_cache_bytes_per_token,
+    training_processes,
+    weight_dtype,
+    with_shape,
+)
+from skill.memory.schema import DTYPE_BYTES, GIB, MemoryRequest, Remedy
 
 MAX_GPUS_SUGGESTED = 64
 
+# (name, cost, changes to report, the request with the change applied)
+Candidate = tuple[str, str, dict[str, object], MemoryRequest]
 
-def _candidates(request: MemoryRequest) -> Iterator[tuple[str, str, dict[str, object], MemoryRequest]]:
-    on_gpu = request.hardware.accelerator == "gpu"
-    colocated = on_gpu and request.use_vllm is not False and request.vllm_mode == "colocate"
-    if not request.activation_checkpointing:
-        yield (
-            "activation_checkpointing",
-            "~20-30% slower steps (layers are recomputed in backward)",
-            {"activation_checkpointing": True},
-            request.model_copy(update={"activation_checkpointing": True}),
-        )
-    if colocated and not request.vllm_enable_sleep_mode:
-        yield (
+
+def _changed(request: MemoryRequest, name: str, cost: str, changes: dict[str, object], **update: object) -> Candidate:
+    return name, cost, changes, request.model_copy(update=update)
+
+
+def _generation_candidates(request: MemoryRequest) -> Iterator[Candidate]:
+    """Changes to a colocated vLLM: sleep while training, a share that fits its job."""
+    if not request.vllm_enable_sleep_mode:
+        yield _changed(
+            request,
             "vllm_sleep_mode",
             "vLLM offloads its weights and drops its cache while training: seconds per step to wake it",
             {"vllm_enable_sleep_mode": True},
-            request.model_copy(update={"vllm_enable_sleep_mode": True}),
+            vllm_enable_sleep_mode=True,
         )
-    if colocated:
-        needed = _smallest_vllm_share(request)
-        if needed != request.vllm_gpu_memory_utilization:
-            lower = needed < request.vllm_gpu_memory_utilization
-            yield (
-                "lower_vllm_share" if lower else "raise_vllm_share",
-                "fewer sequences generated concurrently; generation may slow down"
-                if lower
-                else "vLLM gets enough memory for its weights and one generation batch; less is left for training",
-                {"vllm_gpu_memory_utilization": needed},
-                request.model_copy(update={"vllm_gpu_memory_utilization": needed}),
-            )
+    needed = smallest_vllm_share(request)
+    if needed != request.vllm_gpu_memory_utilization:
+        lower = needed < request.vllm_gpu_memory_utilization
+        yield _changed(
+            request,
+            "lower_vllm_share" if lower else "raise_vllm_share",
+            "fewer sequences generated concurrently; generation may slow down"
+            if lower
+            else "vLLM gets enough memory for its weights and one generation batch; less is left for training",
+            {"vllm_gpu_memory_utilization": needed},
+            vllm_gpu_memory_utilization=needed,
+        )
+
+
+def _training_candidates(request: MemoryRequest, on_gpu: bool) -> Iterator[Candidate]:
+    """Changes to the training step: smaller micro-batches, 8-bit optimizer states, adapters."""
     if request.per_device_train_batch_size > 1:
         half = request.per_device_train_batch_size // 2
-        yield (
+        yield _changed(
+            request,
             "smaller_micro_batch",
             "same effective batch through more accumulation steps: more, smaller forward passes",
             {
                 "per_device_train_batch_size": half,
                 "gradient_accumulation_steps": f"x{request.per_device_train_batch_size // half}",
             },
-            request.model_copy(
-                update={"per_device_train_batch_size": half, "steps_per_generation": request.steps_per_generation * 2}
-            ),
+            per_device_train_batch_size=half,
+            steps_per_generation=request.steps_per_generation * 2,
         )
     if request.method == "full" and request.optimizer == "adamw" and on_gpu:
-        yield (
+        yield _changed(
+            request,
             "adamw_8bit",
             "8-bit optimizer states (bitsandbytes, `optim='adamw_8bit'`): slightly noisier updates",
             {"optim": "adamw_8bit"},
-            request.model_copy(update={"optimizer": "adamw_8bit"}),
+            optimizer="adamw_8bit",
         )
     if request.method == "full":
-        yield (
+        yield _changed(
+            request,
             "lora",
             "adapters learn less than a full fine-tune; needs ~10x the learning rate",
             {"method": "lora"},
-            request.model_copy(update={"method": "lora"}),
+            method="lora",
         )
     if request.method != "qlora" and on_gpu:
-        yield (
+        yield _changed(
+            request,
             "qlora",
             "NF4 base (bitsandbytes): slower steps, a small quality loss",
             {"method": "qlora"},
-            request.model_copy(update={"method": "qlora"}),
+            method="qlora",
+        )
+
+
+def candidates(request: MemoryRequest) -> Iterator[Candidate]:
+    """Each single change that could make the request fit, cheapest first."""
+    on_gpu = request.hardware.accelerator == "gpu"
+    colocated = on_gpu and request.use_vllm is not False and request.vllm_mode == "colocate"
+    if not request.activation_checkpointing:
+        yield _changed(
+            request,
+            "activation_checkpointing",
+            "~20-30% slower steps (layers are recomputed in backward)",
+            {"activation_checkpointing": True},
+            activation_checkpointing=True,
         )
     if colocated:
-        yield (
+        yield from _generation_candidates(request)
+    yield from _training_candidates(request, on_gpu)
+    if colocated:
+        yield _changed(
+            request,
             "generate_without_vllm",
             "transformers generation: several times slower sampling, but no second copy of the weights",
             {"use_vllm": False},
-            request.model_copy(update={"use_vllm": False}),
+            use_vllm=False,
         )
-    processes = request.training_processes or request.hardware.total_gpus
-    if on_gpu and processes > 1 and request.sharding == "none":
-        yield (
+    if on_gpu and request.sharding == "none" and (request.training_processes or request.hardware.total_gpus) > 1:
+        yield _changed(
+            request,
             "zero3",
             "DeepSpeed ZeRO-3 shards weights, gradients and optimizer: communication every step",
             {"launch": "accelerate launch --config_file zero3.yaml"},
-            request.model_copy(update={"sharding": "zero3"}),
+            sharding="zero3",
         )
 
 
-def _smallest_vllm_share(request: MemoryRequest) -> float:
-    """The vLLM share that still holds its weights and one generation batch of KV cache (rounded up to 0.05)."""
-    from skill.memory.estimate import weight_dtype
+def smallest_vllm_share(request: MemoryRequest) -> float:
+    """The vLLM share that still holds its weights and one generation batch of KV cache (rounded up to 0.05).
 
-    shape = request.shape
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> smallest_vllm_share(MemoryRequest(model="Qwen/Qwen2.5-7B", hardware=HardwareSpec(gpu_model="H100")))
+    0.25
+    """
+    shape = with_shape(request).shape
+    assert shape is not None  # with_shape guarantees it
     b = DTYPE_BYTES[weight_dtype(request)]
     tokens = request.per_device_train_batch_size * request.steps_per_generation
     tokens *= request.prompt_length + request.completion_length
@@ -106,7 +144,9 @@ def _smallest_vllm_share(request: MemoryRequest) -> float:
     return min(0.95, math.ceil(share * 20) / 20)
 
 
-def _more_gpus(request: MemoryRequest, estimate: Callable[[MemoryRequest], MemoryEstimate]) -> Remedy | None:
+def more_gpus(request: MemoryRequest) -> Remedy | None:
+    """The fewest GPUs (up to MAX_GPUS_SUGGESTED) on which ZeRO-3 and a vLLM server fit, laid out as the launch
+    planner would: the server's GPUs do not train."""
     if request.hardware.accelerator != "gpu":
         return None
     for gpus in (2, 4, 8, 16, 32, MAX_GPUS_SUGGESTED):
@@ -114,13 +154,18 @@ def _more_gpus(request: MemoryRequest, estimate: Callable[[MemoryRequest], Memor
             continue
         hardware = request.hardware.model_copy(update={"gpus_per_node": min(gpus, 8), "nodes": max(1, gpus // 8)})
         candidate = request.model_copy(
-            update={"hardware": hardware, "sharding": "zero3", "training_processes": gpus, "vllm_mode": "server"}
+            update={"hardware": hardware, "sharding": "zero3", "training_processes": None, "vllm_mode": "server"}
         )
-        result = estimate(candidate)
+        try:
+            trainers = training_processes(candidate)
+        except SkillError:  # the vLLM server cannot be laid out on this many GPUs
+            continue
+        result = estimate_components(candidate)[1]
         if result.fits:
             return Remedy(
                 name="more_gpus",
-                cost=f"{gpus} GPUs with ZeRO-3 and a separate vLLM server",
+                cost=f"{gpus} GPUs with ZeRO-3 over {trainers} training processes"
+                + (f" and a separate vLLM server on {gpus - trainers}" if gpus > trainers else ""),
                 changes={"gpus": gpus, "sharding": "zero3"},
                 peak_gib=result.peak_gib,
                 fits=True,
@@ -128,13 +173,16 @@ def _more_gpus(request: MemoryRequest, estimate: Callable[[MemoryRequest], Memor
     return None
 
 
-def remedies(request: MemoryRequest, estimate: Callable[[MemoryRequest], MemoryEstimate]) -> list[Remedy]:
+def remedies(request: MemoryRequest) -> list[Remedy]:
     """Each applicable remedy alone, cheapest first, with the peak it would give."""
     found = []
-    for name, cost, changes, changed in _candidates(request):
-        result = estimate(changed)
+    for name, cost, changes, changed in candidates(request):
+        try:
+            result = estimate_components(changed)[1]
+        except SkillError:  # the change needs a layout the launch planner refuses (a vLLM server too big)
+            continue
         found.append(Remedy(name=name, cost=cost, changes=changes, peak_gib=result.peak_gib, fits=result.fits))
-    more = _more_gpus(request, estimate)
+    more = more_gpus(request)
     if more is not None:
         found.append(more)
     return found

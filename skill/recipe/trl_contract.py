@@ -36,10 +36,6 @@ REMOVED_FIELDS = {
     "vllm_device": "the vLLM server runs as its own process (`trl vllm-serve`); set vllm_server_host/port.",
 }
 
-# Settings that only make sense on the target device; validation on another machine neutralises them.
-DEVICE_BOUND_FIELDS = ("bf16", "fp16", "tf32", "use_cpu")
-
-
 def installed_versions() -> dict[str, str]:
     """Versions of the libraries a recipe depends on, read without importing them.
 

@@ -1,4 +1,11 @@
-"""Reward functions and the spec that names them."""
+"""Reward functions and the spec that names them.
+
+Owns: ``spec`` (RewardSpec), ``registry`` (names to builders; user functions from an allowlist), ``params``
+(each builder parameter described once, on its signature), ``base`` (what every reward shares),
+``composite`` (the format + correctness weight rule) and the library: ``text``, ``structured``, ``length``,
+``code/`` (unit tests in a sandbox) and ``judge/`` (rubric judge). May import: ``skill.errors``,
+``skill.models`` (the judge's model).
+"""
 
 from skill.rewards.spec import RewardRole, RewardSpec
 

@@ -4,16 +4,19 @@ around another reward.
 Lengths are token counts when TRL passes ``completion_ids``; otherwise characters / 4 (a documented
 approximation). The penalty is never positive and at most ``scale`` in size, so with a weight below
 the correctness reward's it can never make a wrong answer beat a right one.
+
+May import: ``skill.rewards`` (base, params, registry, spec), ``skill.errors``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from skill.errors import SkillError
 from skill.rewards.base import RewardFunction
-from skill.rewards.registry import register
+from skill.rewards.params import Param
+from skill.rewards.registry import build_reward_function, register
 from skill.rewards.spec import RewardSpec
 
 CHARS_PER_TOKEN = 4
@@ -43,32 +46,30 @@ def target_length_penalty(length: int, target: int, tolerance: float) -> float:
     return -min(1.0, excess) if excess else 0.0
 
 
-@register(
-    "length_penalty",
-    roles=("shaping",),
-    summary="A non-positive length penalty (DAPO soft overlong, or distance from a target length), alone or "
-    "added to a wrapped reward.",
-    params={
-        "mode": "soft_overlong (default) | target",
-        "max_length": "soft_overlong: max_completion_length in tokens (default 256)",
-        "buffer": "soft_overlong: tokens before max_length where the penalty ramps (default max_length // 4)",
-        "target": "target mode: the length aimed at, in tokens",
-        "tolerance": "target mode: free band as a fraction of target (default 0.2)",
-        "scale": "size of the largest penalty (default 1.0)",
-        "wrap": "optional reward spec {name, role, params}: the result is its score plus the penalty",
-    },
-)
+@register("length_penalty", roles=("shaping",))
 def build_length_penalty(
-    mode: str = "soft_overlong",
-    max_length: int = 256,
-    buffer: int | None = None,
-    target: int | None = None,
-    tolerance: float = 0.2,
-    scale: float = 1.0,
-    wrap: dict[str, Any] | None = None,
+    mode: Annotated[str, Param("soft_overlong (DAPO) or target")] = "soft_overlong",
+    max_length: Annotated[int, Param("soft_overlong: max_completion_length in tokens")] = 256,
+    buffer: Annotated[
+        int | None, Param("soft_overlong: tokens before max_length where the penalty ramps; null: max_length // 4")
+    ] = None,
+    target: Annotated[int | None, Param("target: the length aimed at, in tokens (required in that mode)")] = None,
+    tolerance: Annotated[float, Param("target: free band around it, as a fraction of target")] = 0.2,
+    scale: Annotated[float, Param("size of the largest penalty")] = 1.0,
+    wrap: Annotated[
+        dict[str, Any] | None, Param("a reward spec {name, params}; the penalty is added to its score")
+    ] = None,
 ) -> RewardFunction:
-    """Penalise length: ``scale`` x the soft-overlong or target-length penalty (both in [-1, 0]); with
-    ``wrap``, the wrapped reward's score plus that penalty (None when the wrapped reward gives None).
+    """A non-positive length penalty, ``scale`` x (DAPO's soft overlong punishment, or the distance from a target
+    length), alone or added to a wrapped reward's score.
+
+    soft_overlong: 0 up to ``max_length - buffer`` tokens, then linearly down to -1 at ``max_length``. target:
+    0 within ``tolerance`` of ``target``, then minus the relative excess distance, down to -1. Lengths are
+    token counts when TRL passes ``completion_ids``, else characters / 4. With ``wrap``, the wrapped reward's
+    None stays None.
+
+    Resists: teaching brevity instead of accuracy. The penalty is never positive and at most ``scale`` in size;
+    keep its weight well under the correctness reward's, or a short wrong answer can beat a long right one.
 
     >>> reward = build_length_penalty(max_length=8, buffer=4)
     >>> reward(["", ""], ["short", "x"], completion_ids=[[1, 2, 3], [1] * 7])
@@ -83,8 +84,6 @@ def build_length_penalty(
         raise SkillError(f"buffer={ramp} must be in (0, max_length={max_length}].", "Send a smaller buffer.")
     inner = None
     if wrap is not None:
-        from skill.rewards.registry import build_reward_function
-
         inner = build_reward_function(RewardSpec.model_validate({"role": "correctness", **wrap}))
 
     def penalty(length: int) -> float:

@@ -7,6 +7,11 @@ directories the user configures (``GRPO_RLVR_REWARD_MODULES``: comma-separated m
 follow TRL's contract ``f(prompts, completions, completion_ids=None, **kwargs)``: TRL passes every
 dataset column plus ``trainer_state``, ``log_extra`` and ``log_metric`` as keywords, so a function
 without ``**kwargs`` would raise inside the trainer; it is refused here instead.
+
+A registered builder documents itself once: its docstring's first paragraph is the reward's summary,
+and each parameter's type, default and meaning live on its signature (``skill.rewards.params``).
+
+May import: ``skill.rewards`` (base, params, spec), ``skill.errors``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 from skill.errors import SkillError
 from skill.rewards.base import GuardedUserReward, RewardFunction
+from skill.rewards.params import RewardParam, builder_params, param_problems
 from skill.rewards.spec import RewardRole, RewardSpec
 
 ALLOWED_MODULES_ENV = "GRPO_RLVR_REWARD_MODULES"
@@ -31,13 +37,17 @@ PROJECT_REWARD_PACKAGE = "skill.rewards"
 
 @dataclass(frozen=True)
 class RegisteredReward:
-    """A reward of the project's library: how to build it and what it is for."""
+    """A reward of the project's library: how to build it, what it is for and what it takes."""
 
     name: str
     build: Callable[..., RewardFunction]
     roles: tuple[RewardRole, ...]
     summary: str
-    params: dict[str, str] = field(default_factory=dict)
+    params: dict[str, RewardParam] = field(default_factory=dict)
+
+    def describe_params(self) -> str:
+        """The params for an error message: each with its meaning and default."""
+        return "; ".join(param.describe() for param in self.params.values()) or "none"
 
 
 REGISTRY: dict[str, RegisteredReward] = {}
@@ -51,11 +61,25 @@ LIBRARY_MODULES = (
 )
 
 
-def register(name: str, *, roles: tuple[RewardRole, ...], summary: str, params: dict[str, str] | None = None):
-    """Decorator: add a reward builder ``build(**params) -> RewardFunction`` to the registry."""
+def summary_of(build: Callable[..., Any]) -> str:
+    """A builder's summary: the first paragraph of its docstring, on one line.
+
+    >>> def build(): ...
+    >>> build.__doc__ = "Score structure\\n    only.\\n\\n    More detail."
+    >>> summary_of(build)
+    'Score structure only.'
+    """
+    return " ".join((inspect.getdoc(build) or "").split("\n\n", 1)[0].split())
+
+
+def register(name: str, *, roles: tuple[RewardRole, ...]):
+    """Decorator: add a reward builder ``build(**params) -> RewardFunction`` to the registry.
+
+    The summary and the params come from the builder itself (docstring and annotated signature).
+    """
 
     def decorate(build: Callable[..., RewardFunction]) -> Callable[..., RewardFunction]:
-        REGISTRY[name] = RegisteredReward(name=name, build=build, roles=roles, summary=summary, params=params or {})
+        REGISTRY[name] = RegisteredReward(name, build, roles, summary_of(build), builder_params(build))
         return build
 
     return decorate
@@ -150,12 +174,14 @@ def build_reward_function(spec: RewardSpec) -> Callable[..., list[float | None]]
         check_reward_signature(function, spec.name)
         return GuardedUserReward(function)
     entry = registered_reward(spec)
+    problems = param_problems(entry.params, spec.params)
     try:
+        if problems:
+            raise TypeError("; ".join(problems))
         function = entry.build(**spec.params)
     except TypeError as exc:
         raise SkillError(
-            f"Bad params for reward {spec.name!r}: {exc}.",
-            f"Its params: {', '.join(f'{k} ({v})' for k, v in entry.params.items()) or 'none'}.",
+            f"Bad params for reward {spec.name!r}: {exc}.", f"Its params: {entry.describe_params()}."
         ) from None
     function.__name__ = function.__qualname__ = spec.name
     return function

@@ -2,16 +2,19 @@
 
 The JSON is taken from the whole completion or from exactly one fenced block; two JSON blocks are
 ambiguous and earn nothing. Validation is real JSON Schema (``jsonschema``, the schema's own draft).
+
+May import: ``skill.rewards`` (base, params, registry), ``skill.errors``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from skill.errors import SkillError
 from skill.rewards.base import RewardFunction
+from skill.rewards.params import Param
 from skill.rewards.registry import register
 
 _FENCED = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n?```", re.DOTALL)
@@ -50,26 +53,24 @@ def _schema_from_row(row: dict[str, Any], column: str) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-@register(
-    "json_schema",
-    roles=("format", "correctness"),
-    summary="1.0 when the completion's JSON validates against the schema; optional partial credit.",
-    params={
-        "schema": "a JSON Schema object (or use schema_column)",
-        "schema_column": "dataset column holding a schema per row",
-        "parse_credit": "score for JSON that parses but fails the schema (default 0.0)",
-        "mode": "binary (default) | required_fraction: share of required properties present and valid",
-    },
-)
+@register("json_schema", roles=("format", "correctness"))
 def build_json_schema(
-    schema: dict[str, Any] | None = None,
-    schema_column: str | None = None,
-    parse_credit: float = 0.0,
-    mode: str = "binary",
+    schema: Annotated[dict[str, Any] | None, Param("a JSON Schema object (or schema_column)")] = None,
+    schema_column: Annotated[str | None, Param("dataset column holding a schema per row")] = None,
+    parse_credit: Annotated[float, Param("score for JSON that parses but fails the schema")] = 0.0,
+    mode: Annotated[
+        str, Param("binary, or required_fraction: the share of required properties present and valid")
+    ] = "binary",
 ) -> RewardFunction:
-    """Score JSON output: 1.0 valid against the schema; ``parse_credit`` for parseable but invalid JSON;
-    0.0 for no JSON. ``mode="required_fraction"`` gives the share of required properties that are present
-    and valid against their subschemas (never 1.0 unless the whole document validates).
+    """1.0 when the completion's JSON validates against the schema; ``parse_credit`` for JSON that parses but
+    does not validate; 0.0 for no JSON.
+
+    The JSON is the whole completion or its one fenced block. ``mode="required_fraction"`` gives partial credit,
+    the share of required properties present and valid against their subschemas, never 1.0 unless the whole
+    document validates.
+
+    Resists: hedging with several documents. Two fenced blocks are ambiguous and earn nothing. Extra keys pass
+    unless the schema sets ``additionalProperties``.
 
     >>> reward = build_json_schema({"type": "object", "required": ["age"], "properties": {"age": {"type": "integer"}}})
     >>> reward(["", "", ""], ['{"age": 3}', '{"age": "three"}', 'three'])
@@ -121,22 +122,21 @@ def extract_tool_call(text: str) -> dict[str, Any]:
     return {"name": call["name"], "arguments": arguments}
 
 
-@register(
-    "tool_call",
-    roles=("format", "correctness"),
-    summary="1.0 when the completion calls a known tool with arguments valid for its schema (and, given an "
-    "expected call, the same name and arguments).",
-    params={
-        "tools": "list of {name, parameters} tool schemas (or tools_column)",
-        "tools_column": "dataset column with the tools per row",
-        "expected_column": "optional column with the expected {name, arguments}",
-    },
-)
+@register("tool_call", roles=("format", "correctness"))
 def build_tool_call(
-    tools: list[dict[str, Any]] | None = None, tools_column: str | None = None, expected_column: str | None = None
+    tools: Annotated[
+        list[dict[str, Any]] | None, Param("the tool schemas, [{name, parameters}] (or tools_column)")
+    ] = None,
+    tools_column: Annotated[str | None, Param("dataset column with the tools per row")] = None,
+    expected_column: Annotated[str | None, Param("dataset column with the expected call {name, arguments}")] = None,
 ) -> RewardFunction:
-    """Score a tool call: 1.0 for a call to a listed tool whose arguments validate against its parameters schema
-    (and equal the expected call when ``expected_column`` is given); 0.0 otherwise.
+    """1.0 when the completion calls a listed tool with arguments valid for its parameters schema (and, given
+    ``expected_column``, the same name and arguments as expected); 0.0 otherwise.
+
+    The call is one ``<tool_call>`` tag (Hermes/Qwen style), one fenced block or bare JSON, with ``arguments``
+    (or ``parameters``) as an object or a JSON string.
+
+    Resists: several calls in one completion (ambiguous: 0.0) and calls to tools that were not offered.
 
     >>> tools = [{"name": "add", "parameters": {"type": "object", "required": ["a", "b"],
     ...           "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}]

@@ -2,16 +2,19 @@
 
 Every regular expression here is anchored and DOTALL: structure is judged on the whole completion,
 so repeated blocks, an empty answer or trailing junk earn nothing.
+
+May import: ``skill.rewards`` (base, params, registry), ``skill.errors``.
 """
 
 from __future__ import annotations
 
 import atexit
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from skill.errors import SkillError
 from skill.rewards.base import RewardFunction
+from skill.rewards.params import Param
 from skill.rewards.registry import register
 
 _NUMBER = r"-?\d+(?:\.\d+)?"
@@ -39,16 +42,21 @@ def _compile_format(pattern: str | None, regex: str | None) -> re.Pattern[str]:
     return re.compile(FORMATS[pattern], re.DOTALL)
 
 
-@register(
-    "format",
-    roles=("format",),
-    summary="1.0 when the whole completion has the required structure, else 0.0; never looks at correctness.",
-    params={"pattern": f"one of {', '.join(FORMATS)}", "regex": "a custom regex, matched against the whole text"},
-)
-def build_format(pattern: str | None = "number", regex: str | None = None) -> RewardFunction:
-    """Score structure only: 1.0 when the *whole* completion matches (anchored, DOTALL), else 0.0.
+@register("format", roles=("format",))
+def build_format(
+    pattern: Annotated[str | None, Param(f"a named structure: {', '.join(FORMATS)}")] = "number",
+    regex: Annotated[str | None, Param("a custom regex instead, matched against the whole completion")] = None,
+) -> RewardFunction:
+    """1.0 when the whole completion has the required structure, else 0.0; never looks at correctness.
 
-    >>> reward = build_format("answer_tag")
+    number: just a number; answer_tag: one non-empty ``<answer>...</answer>``, optionally after free text;
+    think_answer: ``<think>...</think>`` then one non-empty answer; code_block: exactly one fenced block.
+
+    Resists: a correct block followed by junk, repeated blocks and an empty ``<answer></answer>``, which
+    unanchored patterns pay for; the match here is anchored and DOTALL over the whole text. Format says
+    nothing about correctness: never train on it alone.
+
+    >>> reward = build_format(pattern="answer_tag")
     >>> reward([""] * 4, ["so <answer>7</answer>", "<answer> </answer>", "<answer>7</answer> junk",
     ...                   "<answer>7</answer><answer>8</answer>"])
     [1.0, 0.0, 0.0, 0.0]
@@ -127,30 +135,25 @@ def answers_equal(given: str, gold: str, numeric: bool = True, case_sensitive: b
     return False
 
 
-@register(
-    "exact_match",
-    roles=("correctness",),
-    summary="1.0 when the extracted answer equals the gold column after normalisation (numbers compared as "
-    "numbers); 0.0 otherwise, including no answer or a list of candidates.",
-    params={
-        "extract": "answer_tag | boxed | last_number | regex | whole",
-        "regex": "for extract=regex: the answer is the last match (group 1 if any)",
-        "answer_column": "dataset column holding the gold answer (default 'answer')",
-        "numeric": "compare as numbers when both parse (default true)",
-        "case_sensitive": "default false",
-    },
-)
+@register("exact_match", roles=("correctness",))
 def build_exact_match(
-    extract: str = "answer_tag",
-    regex: str | None = None,
-    answer_column: str = "answer",
-    numeric: bool = True,
-    case_sensitive: bool = False,
+    extract: Annotated[
+        str, Param("where the answer is: answer_tag, boxed, last_number, regex or whole")
+    ] = "answer_tag",
+    regex: Annotated[str | None, Param("for extract=regex: the answer is the last match (group 1 if any)")] = None,
+    answer_column: Annotated[str, Param("dataset column holding the gold answer")] = "answer",
+    numeric: Annotated[bool, Param("compare as numbers when both sides parse as numbers")] = True,
+    case_sensitive: Annotated[bool, Param("compare case-sensitively")] = False,
 ) -> RewardFunction:
-    """Score the answer: 1.0 when the extracted answer equals the gold column, else 0.0.
+    """1.0 when the extracted answer equals the gold column after normalisation (numbers compared as numbers);
+    0.0 otherwise, including no answer or a list of candidates.
 
-    Several different tagged answers, or a trailing list like "11, 12 or 13", extract to nothing
-    and score 0.0: listing candidates earns no credit.
+    Normalisation collapses whitespace and drops a trailing period and thousands separators, then folds case.
+
+    Resists: listing candidates. A trailing list like "11, 12 or 13", or several different tagged answers,
+    extracts to nothing and scores 0.0 (a plain "last number" rule pays it when the gold is 13). Looser
+    normalisation (dropping all punctuation) would merge different answers. Not resisted: ``last_number``
+    pays a number copied from the prompt; prefer a tagged answer.
 
     >>> reward = build_exact_match(extract="last_number")
     >>> reward([""] * 4, ["12", "It is 12.0", "11, 12 or 13", "no idea"], answer=["12"] * 4)
@@ -222,16 +225,16 @@ def math_equal(gold: str, answer: str, timeout_s: float = 5.0) -> bool:
         raise TimeoutError(f"math-verify took longer than {timeout_s} s") from None
 
 
-@register(
-    "math",
-    roles=("correctness",),
-    summary="1.0 when math-verify finds the completion's final answer equivalent to the gold answer.",
-    params={"answer_column": "gold answer column (default 'answer')", "timeout_s": "per comparison (default 5)"},
-)
-def build_math(answer_column: str = "answer", timeout_s: float = 5.0) -> RewardFunction:
-    """Score math: 1.0 when math-verify judges the answer equivalent to the gold (parsed first), else 0.0.
+@register("math", roles=("correctness",))
+def build_math(
+    answer_column: Annotated[str, Param("dataset column holding the gold answer")] = "answer",
+    timeout_s: Annotated[float, Param("seconds per comparison; past it the completion scores None")] = 5.0,
+) -> RewardFunction:
+    """1.0 when math-verify finds the completion's final answer equivalent to the gold answer, else 0.0.
 
-    A comparison past ``timeout_s`` is a failure (None, counted in failure_rate), not a zero.
+    Resists: hanging the trainer. math-verify's own timeouts use ``signal.alarm``, which fails off the main
+    thread (the MCP server, threaded rewards); here they are off and a worker process is killed past
+    ``timeout_s``. A timeout is a failure (None, counted in failure_rate), not a zero.
 
     >>> completions = ["so the answer is $\\\\boxed{\\\\frac{1}{2}}$", "$\\\\boxed{3}$"]
     >>> build_math()(["", ""], completions, answer=["0.5", "0.5"])

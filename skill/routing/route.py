@@ -17,8 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from skill.data import DatasetSource, load_rows
 from skill.errors import SkillError
 from skill.models.sources import EMBEDDED_MODEL_ID
+from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec
 from skill.sampling import Progress, Prompt, SamplingSettings, sample_completions
 from skill.state import new_id, state_dir, validate_identifier, write_atomically
@@ -125,18 +127,21 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def _load_rows(probe: ProbeSpec) -> list[dict[str, Any]]:
+def probe_rows(probe: ProbeSpec) -> list[dict[str, Any]]:
+    """The rows a probe samples: its first ``num_prompts``, each holding the prompt column.
+
+    A dataset's rows keep their own column names (the learnable rows are written back as they came).
+
+    >>> [row["q"] for row in probe_rows(ProbeSpec(prompts=["a", "b", "c"], prompt_column="q", num_prompts=2))]
+    ['a', 'b']
+    """
     if probe.prompts is not None:
         rows = [{probe.prompt_column: prompt} for prompt in probe.prompts]
     elif probe.rows is not None:
         rows = probe.rows
     else:
-        from skill.demo.task import DEMO_DATASET_ID, addition_rows
-
-        if probe.dataset == DEMO_DATASET_ID:
-            rows = addition_rows(probe.num_prompts)
-        else:
-            rows = _read_dataset_file(Path(probe.dataset or ""))
+        rows = load_rows(DatasetSource(name=probe.dataset or ""), limit=probe.num_prompts)
+    rows = rows[: probe.num_prompts]
     if not rows:
         raise SkillError("The probe has no prompts.", "Send prompts, rows or a non-empty dataset.")
     missing = [index for index, row in enumerate(rows) if probe.prompt_column not in row]
@@ -144,21 +149,10 @@ def _load_rows(probe: ProbeSpec) -> list[dict[str, Any]]:
         raise SkillError(
             f"Rows {missing[:5]} lack the prompt column {probe.prompt_column!r}.", "Send prompt_column or fix rows."
         )
-    return rows[: probe.num_prompts]
-
-
-def _read_dataset_file(path: Path) -> list[dict[str, Any]]:
-    formats = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-    if path.suffix not in formats or not path.is_file():
-        raise SkillError(f"Dataset {str(path)!r} is not a readable .jsonl/.json/.csv/.parquet file.", "Send one.")
-    from datasets import load_dataset
-
-    return list(load_dataset(formats[path.suffix], data_files=str(path), split="train"))
+    return rows
 
 
 def _score(verifier: RewardSpec, rows: list[dict[str, Any]], groups: list[Any], probe: ProbeSpec) -> list[list[float]]:
-    from skill.rewards.registry import build_reward_function
-
     function = build_reward_function(verifier)
     prompts, completions, columns = [], [], {}
     for group in groups:
@@ -206,7 +200,7 @@ def _probe(
 ) -> tuple[RouteEvidence, list[dict[str, Any]], list[dict[str, Any]]]:
     probe, verifier = request.probe, request.verifier
     assert probe is not None and verifier is not None
-    rows = _load_rows(probe)
+    rows = probe_rows(probe)
     prompts = [row[probe.prompt_column] for row in rows]
     started = time.perf_counter()
     temperatures, samples = [], []
@@ -288,6 +282,83 @@ def load_route(route_id: str) -> tuple[RouteDecision, list[dict[str, Any]]]:
     return RouteDecision.model_validate(data["decision"]), data["samples"]
 
 
+def _signal_decision(request: RouteRequest, route_id: str) -> RouteDecision | None:
+    """Where a signal GRPO cannot use goes (decided without sampling); None when the signal is checkable."""
+    if request.signal == "preference_pairs":
+        return RouteDecision(
+            id=route_id,
+            route="preference-optimization",
+            provisional=False,
+            reasons=[
+                "Preference pairs say which answer is better, not whether one is right: "
+                "DPO for taste, GRPO for reasoning."
+            ],
+            next_skill="preference-optimization",
+            next_step="Train with DPO on the pairs.",
+        )
+    if request.signal == "human_judgment":
+        return RouteDecision(
+            id=route_id,
+            route="eval-harness-first",
+            provisional=False,
+            reasons=[
+                "Subjective grading is not a verifiable reward; RL on an uncalibrated judge learns the judge's "
+                "blind spots."
+            ],
+            next_skill="eval-harness-first",
+            next_step="Calibrate a judge against human labels before any RL.",
+        )
+    if request.signal == "demonstrations" and request.verifier is None:
+        return RouteDecision(
+            id=route_id,
+            route="lora-qlora-recipes",
+            provisional=False,
+            reasons=["Demonstrations without a checker are supervised data: imitate them (SFT)."],
+            next_skill="lora-qlora-recipes",
+            next_step="Fine-tune on the demonstrations.",
+        )
+    return None
+
+
+def _provisional_decision(request: RouteRequest, route_id: str) -> RouteDecision:
+    """A checkable signal without a probe: GRPO, until the base model is measured."""
+    return RouteDecision(
+        id=route_id,
+        route="grpo",
+        provisional=True,
+        reasons=[
+            f"The signal ({request.signal}) is checkable by a program, but the base model has not been "
+            "measured: GRPO needs it to succeed sometimes."
+        ],
+        next_skill=None,
+        next_step="Probe the base model: send probe with a verifier to measure its success rate.",
+    )
+
+
+def _probed_decision(
+    request: RouteRequest, route_id: str, progress: Progress | None
+) -> tuple[RouteDecision, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The decision from a measured probe, with its scored samples and the probed rows."""
+    probe = request.probe
+    assert probe is not None
+    evidence, samples, rows = _probe(request, progress)
+    route, reasons, next_skill, next_step = _decide(evidence)
+    warnings = []
+    if probe.n < 8:
+        warnings.append(f"n={probe.n} is below GRPO's group of 8: mixed groups are undercounted.")
+    decision = RouteDecision(
+        id=route_id,
+        route=route,
+        provisional=False,
+        reasons=reasons,
+        evidence=evidence,
+        next_skill=next_skill,
+        next_step=next_step,
+        warnings=warnings,
+    )
+    return decision, samples, rows
+
+
 def route_check(request: RouteRequest, progress: Progress | None = None) -> RouteDecision:
     """Decide whether GRPO applies, from the signal and, with a probe, the measured base success rate.
     Every decision is saved (routes/<id>.json) so emit_grpo_config can record it.
@@ -303,66 +374,10 @@ def route_check(request: RouteRequest, progress: Progress | None = None) -> Rout
     route_id = new_id("route")
     samples: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] | None = None
-    if request.signal == "preference_pairs":
-        decision = RouteDecision(
-            id=route_id,
-            route="preference-optimization",
-            provisional=False,
-            reasons=[
-                "Preference pairs say which answer is better, not whether one is right: "
-                "DPO for taste, GRPO for reasoning."
-            ],
-            next_skill="preference-optimization",
-            next_step="Train with DPO on the pairs.",
-        )
-    elif request.signal == "human_judgment":
-        decision = RouteDecision(
-            id=route_id,
-            route="eval-harness-first",
-            provisional=False,
-            reasons=[
-                "Subjective grading is not a verifiable reward; RL on an uncalibrated judge learns the judge's "
-                "blind spots."
-            ],
-            next_skill="eval-harness-first",
-            next_step="Calibrate a judge against human labels before any RL.",
-        )
-    elif request.signal == "demonstrations" and request.verifier is None:
-        decision = RouteDecision(
-            id=route_id,
-            route="lora-qlora-recipes",
-            provisional=False,
-            reasons=["Demonstrations without a checker are supervised data: imitate them (SFT)."],
-            next_skill="lora-qlora-recipes",
-            next_step="Fine-tune on the demonstrations.",
-        )
-    elif request.probe is None:
-        decision = RouteDecision(
-            id=route_id,
-            route="grpo",
-            provisional=True,
-            reasons=[
-                f"The signal ({request.signal}) is checkable by a program, but the base model has not been "
-                "measured: GRPO needs it to succeed sometimes."
-            ],
-            next_skill=None,
-            next_step="Probe the base model: send probe with a verifier to measure its success rate.",
-        )
-    else:
-        evidence, samples, rows = _probe(request, progress)
-        route, reasons, next_skill, next_step = _decide(evidence)
-        warnings = []
-        if request.probe.n < 8:
-            warnings.append(f"n={request.probe.n} is below GRPO's group of 8: mixed groups are undercounted.")
-        decision = RouteDecision(
-            id=route_id,
-            route=route,
-            provisional=False,
-            reasons=reasons,
-            evidence=evidence,
-            next_skill=next_skill,
-            next_step=next_step,
-            warnings=warnings,
-        )
+    decision = _signal_decision(request, route_id)
+    if decision is None and request.probe is None:
+        decision = _provisional_decision(request, route_id)
+    elif decision is None:
+        decision, samples, rows = _probed_decision(request, route_id, progress)
     save_route(decision, samples, rows)
     return decision

@@ -12,8 +12,13 @@ import importlib.util
 import random
 from typing import Any
 
+from skill import data
 from skill.errors import SkillError
+from skill.memory.estimate import estimate_memory
+from skill.models.sources import resolve_model_path
 from skill.recipe.schema import GRPORecipe
+from skill.routing.route import load_route
+from skill.sampling import render_prompt
 
 HELD_OUT_FRACTION = 0.1
 MIN_HELD_OUT = 8
@@ -33,31 +38,9 @@ def columns_read(recipe: GRPORecipe) -> set[str]:
 
 
 def load_rows(recipe: GRPORecipe) -> list[dict[str, Any]]:
-    """The recipe's dataset as rows, loaded here (a local file, the embedded task, or a cached hub dataset)."""
-    from pathlib import Path
-
-    from skill.demo.task import DEMO_DATASET_ID, addition_rows
-
+    """The recipe's dataset as rows, the prompt under 'prompt' (a local file, a built-in or a cached hub dataset)."""
     spec = recipe.dataset
-    if spec.name == DEMO_DATASET_ID:
-        return addition_rows(200)
-    formats = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
-    from datasets import load_dataset
-
-    try:
-        if Path(spec.name).suffix in formats:
-            dataset = load_dataset(formats[Path(spec.name).suffix], data_files=spec.name, split="train")
-        else:
-            dataset = load_dataset(spec.name, split=spec.split)
-    except Exception as exc:  # network, missing file, bad format: all refuse the run the same way
-        raise SkillError(
-            f"Cannot load dataset {spec.name!r}: {exc}", "Send a local file or a cached dataset."
-        ) from None
-    rows = list(dataset)
-    if spec.prompt_column != "prompt":
-        for row in rows:
-            row["prompt"] = row.pop(spec.prompt_column, None)
-    return rows
+    return data.load_rows(data.DatasetSource(name=spec.name, split=spec.split, prompt_column=spec.prompt_column))
 
 
 def check_columns(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> None:
@@ -76,9 +59,6 @@ def check_columns(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> None:
 def filter_long_prompts(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """Drop prompts longer than the recipe's token budget; returns the kept rows and how many were dropped."""
     from transformers import AutoTokenizer
-
-    from skill.models.sources import resolve_model_path
-    from skill.sampling import render_prompt
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(recipe.model.name))
     budget = recipe.dataset.max_prompt_tokens
@@ -128,8 +108,6 @@ def check_target(recipe: GRPORecipe) -> list[str]:
 def check_route(recipe: GRPORecipe, force: bool) -> list[str]:
     if not recipe.provenance.route_decision:
         return ["No route decision recorded (route_check was not run for this recipe)."]
-    from skill.routing.route import load_route
-
     decision, _ = load_route(recipe.provenance.route_decision)
     if decision.route == "grpo":
         return [f"Route {decision.id}: grpo."]
@@ -142,8 +120,6 @@ def check_route(recipe: GRPORecipe, force: bool) -> list[str]:
 
 
 def check_memory(recipe: GRPORecipe, force: bool) -> list[str]:
-    from skill.memory.estimate import estimate_memory
-
     request = recipe.memory_request()
     if recipe.hardware.accelerator == "cpu":
         available = available_ram_gib()

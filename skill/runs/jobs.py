@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skill.errors import SkillError
 from skill.recipe.schema import GRPORecipe
+from skill.runs.processes import check_local_processes, local_command, processes_of
 from skill.runs.store import (
     FINAL_STATES,
     RunRecord,
@@ -164,8 +165,6 @@ def _live_runs() -> list[str]:
 
 
 def _spawn(directory: Path, resume: bool, processes: int = 1) -> RunRecord:
-    from skill.runs.launch import local_command
-
     record = read_record(directory)
     # With torchrun the recorded pid is torchrun's; its ranks die with it (see skill.runs.worker).
     command = local_command(directory, processes, resume)
@@ -192,7 +191,6 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     """Every check, then the run directory, built aside and renamed into place: never half-written."""
     from skill.inspection.gate import require_passed_inspection
     from skill.runs import checks
-    from skill.runs.launch import check_local_processes
 
     inspection = require_passed_inspection(recipe.rewards)  # never overridable
     if request.force and not request.force_reason.strip():
@@ -263,8 +261,6 @@ def run_grpo(request: RunRequest) -> RunStatus:
         record = _refresh(directory)
         if record.state in ("starting", "running"):
             raise SkillError(f"Run {record.run_id} is still running.", "Cancel it first, or wait.")
-        from skill.runs.launch import processes_of
-
         processes = processes_of(record.command)
         if request.processes not in (1, processes):
             raise SkillError(

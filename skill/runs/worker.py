@@ -32,7 +32,6 @@ from skill.recipe.schema import GRPORecipe
 from skill.runs.store import append_jsonl, read_jsonl, read_record, write_record
 
 KEEP_CHECKPOINTS = 2
-MIN_SAVE_STEPS = 5  # a full checkpoint (weights + optimizer) costs seconds: not every step of a short run
 COMPLETIONS_PER_STEP = 4
 DUMP_RANK_STATE_ENV = "GRPO_RLVR_DUMP_RANK_STATE"
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h

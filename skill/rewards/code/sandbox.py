@@ -1,53 +1,37 @@
 """Run model-written Python in isolation, without Docker: bubblewrap namespaces, a dropped uid, rlimits.
 
-Layers, strongest first; ``sandbox_isolation()`` says which one this machine gives:
+``sandbox_isolation()`` probes, once, the strongest layer that works here (the layers are described in
+``skill.rewards.code.isolation``); ``run_python`` runs one program under it. A wall-clock timeout kills the
+process group, and under a dropped uid every process of that uid is killed afterwards too. Code travels
+in an in-memory file on an inherited descriptor that the bootstrap reads and closes before running it.
 
-- ``bubblewrap``: ``setpriv`` drops to a per-slot uid (61000 + slot), then ``bwrap`` unshares every
-  namespace: no network, a private pid space (the program is pid 1, so it can see or signal no other
-  process), a read-only ``/usr``, a size-capped private ``/tmp`` and work dir, an empty environment.
-  ``setpriv`` comes first because root's rlimits do not bind: the kernel never enforces
-  RLIMIT_NPROC on uid 0, so a fork bomb is only contained once the uid is dropped (the reverse order,
-  setpriv inside bwrap, fails with EINVAL: the uid is not mapped in bwrap's user namespace).
-- ``setpriv-unshare``: no bubblewrap: dropped uid plus ``unshare -rn`` (no network). The filesystem
-  is *not* private: the program can read whatever that uid can read.
-- ``setpriv``: dropped uid only (no user namespaces).
-- ``rlimits``: not root or no setpriv: resource limits only.
-
-Every layer sets rlimits through ``prlimit`` before exec (CPU seconds, address space, file size,
-open files, processes) and a wall-clock timeout kills the process group; under a dropped uid every
-process of that uid is killed afterwards too, since the slot's uid belongs to this run alone (slots
-are taken with a file lock, so parallel test workers never share one). Code travels in an in-memory
-file on an inherited descriptor that the bootstrap reads and closes before running it.
+May import: ``skill.rewards.code.isolation``, ``skill.errors``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import logging
 import math
 import os
-import re
 import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from skill.errors import SkillError
+from skill.rewards.code.isolation import LEVELS, confinement_command, kill_uid, pids_of_uid, slot_uid, system_tool
 
-LEVELS = ("bubblewrap", "setpriv-unshare", "setpriv", "rlimits")
 ISOLATION_ENV = "GRPO_RLVR_SANDBOX"  # force a weaker level (tests of the fallbacks)
 PYTHON_ENV = "GRPO_RLVR_SANDBOX_PYTHON"
-UID_BASE_ENV = "GRPO_RLVR_SANDBOX_UID_BASE"
-SLOTS = 64
-WORKDIR = "/work"  # inside bubblewrap: a private tmpfs
 _STARTED = b"\x01"  # written to stderr by the bootstrap before any candidate code runs
 _BOOTSTRAP = (
     "import os;os.write(2,b'\\x01');f=open({fd},'rb');s=f.read();f.close();del f;c=compile(s,'main.py','exec');"
@@ -91,8 +75,6 @@ def sandbox_python() -> str:
     for candidate in (os.environ.get(PYTHON_ENV, ""), "/usr/bin/python3.11", "/usr/bin/python3"):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    import sys
-
     return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 
 
@@ -103,106 +85,6 @@ def default_workers() -> int:
     True
     """
     return max(1, len(os.sched_getaffinity(0)))
-
-
-def _tool(name: str) -> str | None:
-    return shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
-
-
-@functools.cache
-def _bwrap_flags() -> frozenset[str]:
-    """The options this bwrap knows (``--size`` and ``--disable-userns`` came in 0.8.0)."""
-    try:
-        text = subprocess.run([_tool("bwrap") or "bwrap", "--help"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return frozenset()
-    return frozenset(re.findall(r"--[a-z][a-z0-9-]*", text))
-
-
-def _bwrap_args(size: str) -> list[str]:
-    flags = _bwrap_flags()
-    args = ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv"]
-    args += ["--disable-userns"] if "--disable-userns" in flags else []
-    args += ["--ro-bind", "/usr", "/usr"]
-    for path in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    sized = ["--size", size] if "--size" in flags else []
-    return [
-        *args,
-        *["--proc", "/proc", "--dev", "/dev"],
-        *sized,
-        "--tmpfs",
-        "/tmp",
-        *sized,
-        "--tmpfs",
-        WORKDIR,
-        "--chdir",
-        WORKDIR,
-    ]
-
-
-def _command(level: str, uid: int | None, limits: dict[str, int], fd: int) -> list[str]:
-    command = [_tool("prlimit") or "prlimit", *(f"--{name}={value}" for name, value in limits.items()), "--"]
-    if uid is not None:
-        command += [
-            _tool("setpriv") or "setpriv",
-            f"--reuid={uid}",
-            f"--regid={uid}",
-            "--clear-groups",
-            "--no-new-privs",
-        ]
-    if level == "bubblewrap":
-        command += [_tool("bwrap") or "bwrap", *_bwrap_args(str(limits["fsize"]))]
-    elif level == "setpriv-unshare":
-        command += [_tool("unshare") or "unshare", "-rn"]
-    return command + [sandbox_python(), "-I", "-S", "-c", _BOOTSTRAP.format(fd=fd)]
-
-
-@contextlib.contextmanager
-def _slot_uid() -> Iterator[int]:
-    """A uid for this run alone: slot N (uid base + N) is held by an flock on its file, which excludes other
-    threads (each open is its own lock) and other processes, e.g. parallel test workers."""
-    directory = os.path.join(tempfile.gettempdir(), f"grpo-rlvr-sandbox-slots-{os.geteuid()}")
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    while True:
-        for slot in range(SLOTS):
-            handle = open(os.path.join(directory, str(slot)), "a")  # noqa: SIM115 (held while the run lasts)
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                handle.close()
-                continue
-            with handle:
-                yield int(os.environ.get(UID_BASE_ENV, "61000")) + slot
-            return
-        time.sleep(0.01)
-
-
-def _pids_of(uid: int) -> list[int]:
-    """Live processes whose real uid is ``uid`` (zombies are skipped: they hold nothing)."""
-    needle, found = f"\nUid:\t{uid}\t".encode(), []
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{name}/status", "rb") as handle:
-                status = handle.read()
-        except OSError:
-            continue
-        if needle in status and b"\nState:\tZ" not in status:
-            found.append(int(name))
-    return found
-
-
-def _kill_uid(uid: int) -> None:
-    for _ in range(100):  # until none is left: a process may fork while its siblings die
-        if not (pids := _pids_of(uid)):
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.005)
 
 
 @functools.cache
@@ -227,9 +109,9 @@ def sandbox_isolation() -> str:
         raise SkillError(f"{ISOLATION_ENV}={forced!r} is not an isolation level.", f"Send one of: {', '.join(LEVELS)}.")
     root = os.geteuid() == 0
     wanted = {
-        "bubblewrap": root and bool(_tool("setpriv") and _tool("bwrap")),
-        "setpriv-unshare": root and bool(_tool("setpriv") and _tool("unshare")),
-        "setpriv": root and bool(_tool("setpriv")),
+        "bubblewrap": root and bool(system_tool("setpriv") and system_tool("bwrap")),
+        "setpriv-unshare": root and bool(system_tool("setpriv") and system_tool("unshare")),
+        "setpriv": root and bool(system_tool("setpriv")),
         "rlimits": True,
     }
     for level in LEVELS[LEVELS.index(forced) if forced else 0 :]:
@@ -250,7 +132,7 @@ def sandbox_isolation() -> str:
     return level
 
 
-def _collect(process: subprocess.Popen, deadline: float, cap: int, on_exit: Callable[[], None]) -> tuple:
+def _collect_output(process: subprocess.Popen, deadline: float, cap: int, on_exit: Callable[[], None]) -> tuple:
     """Read both pipes until EOF and exit, the deadline, or ``cap`` bytes in either (the run is then killed).
     When the program exits (seen on a pidfd, without reaping it) ``on_exit`` kills what it left behind,
     so a lingering child holding the pipes does not keep the run alive until the deadline."""
@@ -278,9 +160,16 @@ def _collect(process: subprocess.Popen, deadline: float, cap: int, on_exit: Call
     return out, err, timed_out, truncated
 
 
-def _run(
-    code: str, stdin: str, level: str, *, timeout_s: float, memory_mb: int, max_output_bytes: int, max_processes: int
-) -> SandboxResult:
+class _Exit(NamedTuple):
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    truncated: bool
+    status: int
+    duration_s: float
+
+
+def _rlimits(level: str, timeout_s: float, memory_mb: int, max_processes: int) -> dict[str, int]:
     limits = {
         "cpu": math.ceil(timeout_s) + 1,
         "as": memory_mb << 20,
@@ -290,59 +179,92 @@ def _run(
         "core": 0,
     }
     if level == "rlimits" and os.geteuid() != 0:  # the count is per user: leave room for the user's own processes
-        limits["nproc"] += len(_pids_of(os.getuid()))
-    private = level == "bubblewrap"  # a private tmpfs work dir, and a pid namespace that dies with its pid 1
-    with _slot_uid() if level != "rlimits" else contextlib.nullcontext(None) as uid:
-        workdir = WORKDIR if private else tempfile.mkdtemp(prefix="grpo-rlvr-run-")
-        code_fd, stdin_fd = os.memfd_create("code"), os.memfd_create("stdin")
+        limits["nproc"] += len(pids_of_uid(os.getuid()))
+    return limits
+
+
+@contextlib.contextmanager
+def _memory_file(name: str, text: str) -> Iterator[int]:
+    fd = os.memfd_create(name)
+    try:
+        os.write(fd, text.encode())
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _work_dir(private: bool, uid: int | None) -> Iterator[str | None]:
+    """The program's working directory: None under bubblewrap (its own private tmpfs), else a fresh one."""
+    if private:
+        yield None
+        return
+    workdir = tempfile.mkdtemp(prefix="grpo-rlvr-run-")
+    try:
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        yield workdir
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _execute(
+    command: list[str], fds: tuple[int, int], cwd: str | None, uid: int | None, timeout_s: float, cap: int
+) -> _Exit:
+    """Start the confined program (code on ``fds[0]``, stdin from ``fds[1]``), collect its output, leave nothing."""
+    private = cwd is None  # no work dir of ours: bubblewrap's private one, in a pid namespace of its own
+    timed_out = truncated = False
+    start = time.monotonic()
+    with subprocess.Popen(
+        command,
+        stdin=fds[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=(fds[0],),
+        env={},
+        start_new_session=True,
+        cwd=cwd,
+    ) as process:
+
+        def kill_the_rest() -> None:  # the process group; under a dropped uid, every process of that uid
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            if uid is not None and not private:  # a daemonised child escapes the group, not the uid
+                kill_uid(uid)
+
         try:
-            for fd, text in ((code_fd, code), (stdin_fd, stdin)):
-                os.write(fd, text.encode())
-                os.lseek(fd, 0, os.SEEK_SET)
-            if uid is not None and not private:
-                os.chown(workdir, uid, uid)
-            start = time.monotonic()
-            with subprocess.Popen(
-                _command(level, uid, limits, code_fd),
-                stdin=stdin_fd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(code_fd,),
-                env={},
-                start_new_session=True,
-                cwd=None if private else workdir,
-            ) as process:
-
-                def kill_the_rest() -> None:  # the process group; under a dropped uid, every process of that uid
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(process.pid, signal.SIGKILL)
-                    if uid is not None and not private:  # a daemonised child escapes the group, not the uid
-                        _kill_uid(uid)
-
-                try:
-                    out, err, timed_out, truncated = _collect(
-                        process, start + timeout_s, max_output_bytes, kill_the_rest
-                    )
-                finally:
-                    kill_the_rest()
-                    process.wait()
-                    if uid is not None and private and (timed_out or truncated):
-                        _kill_uid(uid)  # the pid namespace dies with its pid 1; this is only insurance
-            duration = time.monotonic() - start
+            out, err, timed_out, truncated = _collect_output(process, start + timeout_s, cap, kill_the_rest)
         finally:
-            os.close(code_fd)
-            os.close(stdin_fd)
-            if not private:
-                shutil.rmtree(workdir, ignore_errors=True)
-    started, status = err.startswith(_STARTED), process.returncode
+            kill_the_rest()
+            process.wait()
+            if uid is not None and private and (timed_out or truncated):
+                kill_uid(uid)  # the pid namespace dies with its pid 1; this is only insurance
+    return _Exit(out, err, timed_out, truncated, process.returncode, time.monotonic() - start)
+
+
+def _run(
+    code: str, stdin: str, level: str, *, timeout_s: float, memory_mb: int, max_output_bytes: int, max_processes: int
+) -> SandboxResult:
+    limits = _rlimits(level, timeout_s, memory_mb, max_processes)
+    private = level == "bubblewrap"  # a private tmpfs work dir, and a pid namespace that dies with its pid 1
+    with contextlib.ExitStack() as stack:
+        uid = stack.enter_context(slot_uid()) if level != "rlimits" else None
+        cwd = stack.enter_context(_work_dir(private, uid))
+        code_fd = stack.enter_context(_memory_file("code", code))
+        stdin_fd = stack.enter_context(_memory_file("stdin", stdin))
+        bootstrap = [sandbox_python(), "-I", "-S", "-c", _BOOTSTRAP.format(fd=code_fd)]
+        command = [*confinement_command(level, uid, limits), *bootstrap]
+        run = _execute(command, (code_fd, stdin_fd), cwd, uid, timeout_s, max_output_bytes)
+    started = run.stderr.startswith(_STARTED)
     return SandboxResult(
-        exit_code=status if status >= 0 else None,
-        signal=-status if status < 0 else None,
-        stdout=out.decode(errors="replace"),
-        stderr=err[len(_STARTED) if started else 0 :].decode(errors="replace"),
-        timed_out=timed_out,
-        output_truncated=truncated,
-        duration_s=duration,
+        exit_code=run.status if run.status >= 0 else None,
+        signal=-run.status if run.status < 0 else None,
+        stdout=run.stdout.decode(errors="replace"),
+        stderr=run.stderr[len(_STARTED) if started else 0 :].decode(errors="replace"),
+        timed_out=run.timed_out,
+        output_truncated=run.truncated,
+        duration_s=run.duration_s,
         started=started,
         isolation=level,
     )

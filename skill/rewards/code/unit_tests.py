@@ -10,21 +10,25 @@ can at worst report a value, which must still equal the expected one it never sa
 
 One sandbox per completion: a harness inside runs every test (a fresh fork per stdin/stdout case, so
 each case is a clean run of the program; one process for call tests, like HumanEval's ``check``).
+
+May import: ``skill.rewards.code`` (cases, harness, sandbox), ``skill.rewards`` (base, params, registry),
+``skill.errors``.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import re
 import secrets
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from skill.errors import SkillError
 from skill.rewards.base import RewardFunction
+from skill.rewards.code.cases import Case, parse_tests
 from skill.rewards.code.harness import HARNESS
+from skill.rewards.code.sandbox import run_parallel, run_python, sandbox_isolation
+from skill.rewards.params import Param
 from skill.rewards.registry import register
 
 _FENCE = re.compile(r"```[ \t]*(python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
@@ -44,149 +48,6 @@ def extract_code(text: str) -> str:
     blocks = _FENCE.findall(text)
     python = [body for language, body in blocks if language]
     return (python or [body for _, body in blocks] or [text])[-1]
-
-
-class UnconvertedAssert(SkillError):
-    """A test assert the parent cannot turn into (call, expected): running it in the child would let the
-    child grade itself."""
-
-
-@dataclass
-class Case:
-    """One test: ``stdin`` + ``stdout`` for a program; ``call`` + ``expected`` (within ``tolerance``) for a
-    function; or ``stmt``, an assert the child runs and grades itself (``allow_unconverted_asserts`` only)."""
-
-    stdin: str | None = None
-    stdout: str | None = None
-    call: str | None = None
-    expected: Any = None
-    tolerance: float | None = None
-    from_json: bool = False
-    stmt: str | None = None
-
-
-def _literal(node: ast.AST) -> tuple[bool, Any]:
-    try:
-        return True, ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False, None
-
-
-def _convert(node: ast.Assert) -> Case:
-    test = node.test
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Call):
-        return Case(call=ast.unparse(test.operand), expected=False)
-    if isinstance(test, ast.Call):
-        return Case(call=ast.unparse(test), expected=True)
-    if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        left, op, right = test.left, test.ops[0], test.comparators[0]
-        (left_ok, left_value), (right_ok, right_value) = _literal(left), _literal(right)
-        if isinstance(op, ast.Eq | ast.Is) and (left_ok or right_ok):
-            call, expected = (left, right_value) if right_ok else (right, left_value)
-            if not isinstance(op, ast.Is) or expected in (True, False, None):
-                return Case(call=ast.unparse(call), expected=expected)
-        inner = left.args[0] if isinstance(left, ast.Call) and len(left.args) == 1 else None
-        if (
-            isinstance(op, ast.Lt | ast.LtE)
-            and ast.unparse(getattr(left, "func", left)) == "abs"
-            and right_ok
-            and isinstance(inner, ast.BinOp)
-            and isinstance(inner.op, ast.Sub)
-        ):  # abs(<expr> - <lit>) < eps
-            (a_ok, a), (b_ok, b) = _literal(inner.left), _literal(inner.right)
-            call, expected = (inner.left, b) if b_ok else (inner.right, a)
-            if (a_ok or b_ok) and all(isinstance(v, int | float) for v in (expected, right_value)):
-                return Case(call=ast.unparse(call), expected=expected, tolerance=float(right_value))
-    raise UnconvertedAssert(
-        f"Cannot grade {ast.unparse(node)!r} in the parent: only 'assert <expr> == <literal>', 'assert <call>', "
-        "'assert not <call>' and 'assert abs(<expr> - <literal>) < <eps>' convert.",
-        "Rewrite the test in one of those shapes, send {'call': ..., 'expected': ...} tests, or set "
-        "allow_unconverted_asserts=True (the child then grades itself: the reward is hackable).",
-    )
-
-
-class _Rename(ast.NodeTransformer):
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def visit_Name(self, node: ast.Name) -> ast.Name:
-        return ast.Name(self.name, node.ctx) if node.id == "candidate" else node
-
-
-def convert_asserts(source: str, entry_point: str | None = None, allow_unconverted: bool = False) -> list[Case]:
-    """Cases from assert source: top-level asserts, or those in HumanEval's ``def check(candidate)``
-    (``candidate`` renamed to ``entry_point``).
-
-    >>> [(t.call, t.expected) for t in convert_asserts("assert add(1, 2) == 3\\nassert not odd(2)")]
-    [('add(1, 2)', 3), ('odd(2)', False)]
-    >>> convert_asserts("assert add(1, 2) != 4")
-    Traceback (most recent call last):
-    ...
-    skill.rewards.code.unit_tests.UnconvertedAssert: Cannot grade 'assert add(1, 2) != 4' in the parent: ...
-    """
-    try:
-        statements = ast.parse(source).body
-    except SyntaxError as exc:
-        raise SkillError(f"A test does not parse: {exc}.", "Send valid Python asserts.") from None
-    for node in list(statements):
-        if isinstance(node, ast.FunctionDef) and node.name == "check":
-            if not entry_point:
-                raise SkillError(
-                    "Tests define check(candidate) but the row has no entry point.",
-                    "Add an 'entry_point' column naming the function.",
-                )
-            statements = [ast.fix_missing_locations(_Rename(entry_point).visit(s)) for s in node.body]
-    cases = []
-    for node in statements:
-        if isinstance(node, ast.Assert):
-            try:
-                cases.append(_convert(node))
-            except UnconvertedAssert:
-                if not allow_unconverted:
-                    raise
-                cases.append(Case(stmt=ast.unparse(node)))
-        elif not isinstance(node, ast.Expr | ast.Pass | ast.Import | ast.ImportFrom | ast.Assign | ast.FunctionDef):
-            raise UnconvertedAssert(
-                f"Test statement {ast.unparse(node)[:80]!r} is not an assert.",
-                "Send asserts only (or allow_unconverted_asserts=True: hackable).",
-            )
-    return cases
-
-
-def parse_tests(value: Any, entry_point: str | None = None, allow_unconverted: bool = False) -> list[Case]:
-    """The cases of one row: [{"input", "output"}], {"inputs": [...], "outputs": [...]}, [{"call", "expected"}],
-    assert strings, or assert source; or any of these as a JSON string.
-
-    >>> parse_tests([{"input": "1 2", "output": "3"}])[0].stdout
-    '3'
-    >>> parse_tests('[{"call": "f(1)", "expected": [1, 2]}]')[0].expected
-    [1, 2]
-    """
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return convert_asserts(value, entry_point, allow_unconverted)
-    if isinstance(value, dict) and isinstance(value.get("inputs"), list) and isinstance(value.get("outputs"), list):
-        value = [{"input": i, "output": o} for i, o in zip(value["inputs"], value["outputs"], strict=True)]
-    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
-        return [case for item in value for case in convert_asserts(item, entry_point, allow_unconverted)]
-    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-        if all("input" in item and "output" in item for item in value):
-            text = [
-                ["\n".join(map(str, v)) if isinstance(v, list) else str(v) for v in (i["input"], i["output"])]
-                for i in value
-            ]
-            return [Case(stdin=stdin, stdout=stdout) for stdin, stdout in text]
-        if all(isinstance(item.get("call"), str) and "expected" in item for item in value):
-            return [
-                Case(call=i["call"], expected=i["expected"], tolerance=i.get("tolerance"), from_json=True)
-                for i in value
-            ]
-    raise SkillError(
-        f"Unrecognised tests value {str(value)[:120]!r}.",
-        "Send a non-empty list of {'input','output'} or {'call','expected'} objects, or assert strings.",
-    )
 
 
 def same_output(actual: str, expected: str) -> bool:
@@ -316,8 +177,6 @@ def grade(
     >>> grade("print(int(input()) * 2)", parse_tests([{"input": "2", "output": "4"}, {"input": "3", "output": "5"}]))
     [True, False]
     """
-    from skill.rewards.code.sandbox import run_python, sandbox_isolation
-
     marker = secrets.token_hex(16)
     payload: dict[str, Any] = {
         "code": code,
@@ -344,42 +203,36 @@ def grade(
     ]
 
 
-@register(
-    "unit_tests",
-    roles=("correctness",),
-    summary="Fraction of the row's tests the completion's code passes (binary: 1.0 only when all pass), run in "
-    "the sandbox and graded in the parent; unusable tests or a sandbox that cannot start score None (counted).",
-    params={
-        "tests_column": "dataset column holding the tests (default 'tests')",
-        "timeout_s": "seconds per test (default 2)",
-        "total_timeout_s": "seconds of sandbox time per completion, all its tests together (default 10)",
-        "memory_mb": "address-space limit per process (default 512)",
-        "binary": "1.0 only when every test passes, else 0.0 (default false)",
-        "allow_unconverted_asserts": "run asserts the parent cannot convert in the child: HACKABLE (default false)",
-        "entry_point_column": "column naming the function for HumanEval's check(candidate) (default 'entry_point')",
-        "workers": "parallel sandboxes (default: one per core)",
-    },
-)
+@register("unit_tests", roles=("correctness",))
 def build_unit_tests(
-    tests_column: str = "tests",
-    timeout_s: float = 2.0,
-    total_timeout_s: float = 10.0,
-    memory_mb: int = 512,
-    binary: bool = False,
-    allow_unconverted_asserts: bool = False,
-    entry_point_column: str = "entry_point",
-    workers: int | None = None,
+    tests_column: Annotated[str, Param("dataset column holding the tests")] = "tests",
+    timeout_s: Annotated[float, Param("seconds per test")] = 2.0,
+    total_timeout_s: Annotated[float, Param("seconds of sandbox time per completion, all its tests together")] = 10.0,
+    memory_mb: Annotated[int, Param("address-space limit per process, in MiB")] = 512,
+    binary: Annotated[bool, Param("1.0 only when every test passes, else 0.0")] = False,
+    allow_unconverted_asserts: Annotated[
+        bool, Param("run asserts the parent cannot convert in the child, which then grades itself: HACKABLE")
+    ] = False,
+    entry_point_column: Annotated[str, Param("column naming the function for HumanEval's check(candidate)")] = (
+        "entry_point"
+    ),
+    workers: Annotated[int | None, Param("parallel sandboxes; null: one per core")] = None,
 ) -> RewardFunction:
-    """Run the code (last fenced python block, else the whole completion) against the row's tests.
+    """The fraction of the row's tests the completion's code passes (``binary``: 1.0 only when all pass), run in
+    the sandbox and graded in the parent; unusable tests or a sandbox that cannot start score None (counted).
 
-    Score: passed / total (``binary``: 1.0 when all pass, else 0.0). A stdin/stdout case passes when the
-    program exits 0 within ``timeout_s`` and its stdout equals the expected output line by line (whitespace
-    collapsed). A call case passes when the call returns, within ``timeout_s``, a plain value equal to the
-    expected one (type-aware: ``True`` is not ``1``; any other object fails). A syntax error, crash, timeout,
-    early exit or empty completion fails its cases (0.0, not None). None, counted in
-    ``rewards/<name>/failure_rate``: missing or unrecognised tests, an assert the parent cannot convert
-    (unless ``allow_unconverted_asserts``: the child then grades it and ``reward.hackable`` is True,
-    which inspection must flag), or a sandbox that did not start.
+    The code is the last fenced python block, else the whole completion. Tests per row: ``[{"input",
+    "output"}]`` or ``{"inputs": [...], "outputs": [...]}`` (stdin/stdout), ``[{"call", "expected"}]``, assert
+    strings or HumanEval's ``def check(candidate)``, or any of these as a JSON string. A stdin/stdout case
+    passes when the program exits 0 in time and prints the expected lines (whitespace collapsed); a call case
+    when the call returns, in time, a plain value equal to the expected one (type-aware: ``True`` is not
+    ``1``). A syntax error, crash, timeout, early exit or empty completion fails its cases (0.0, not None).
+
+    Resists: ``sys.exit(0)``, ``os._exit(0)``, an object whose ``__eq__`` is always true, printing the
+    expected output, a patched ``print``: in-process guards are not isolation, and graders that trust the
+    child are fooled. Expected values never enter the sandbox (under bubblewrap: no network, a private
+    filesystem, its own uid); only plain JSON values come back. ``allow_unconverted_asserts`` undoes this
+    (``reward.hackable`` is then True, which inspection flags).
 
     >>> reward = build_unit_tests()
     >>> right = "```python\\ndef add(a, b):\\n    return a + b\\n```"
@@ -404,8 +257,6 @@ def build_unit_tests(
         return float(all(passed)) if binary else sum(passed) / len(passed)
 
     def batch_score(texts: list[str], rows: list[dict[str, Any]], completion_ids: Any) -> list[Any]:
-        from skill.rewards.code.sandbox import run_parallel
-
         return run_parallel([lambda t=t, r=r: score_one(t, r) for t, r in zip(texts, rows, strict=True)], workers)
 
     reward = RewardFunction("unit_tests", batch_score=batch_score, doc=build_unit_tests.__doc__ or "")

@@ -1,30 +1,35 @@
-"""Launch plans: the files and commands that run a recipe on several GPUs or nodes with existing engines.
+"""Launch files: what runs a GPU recipe on its nodes with existing engines, as data.
 
 Nothing here trains: ``accelerate launch`` runs the recipe's own script (``recipe.to_script()``) under
 DDP, DeepSpeed ZeRO-2/3 or FSDP2; ``trl vllm-serve`` serves generation on GPUs of its own in server
 mode; ``sbatch`` starts one launcher per node. The plan is data (YAML text, shell text, a layout of
-GPUs per node), so tests check it without a GPU. Layout: the vLLM server takes GPUs 0..K-1 of node 0,
-trainers take every other GPU. accelerate starts ``num_processes // num_machines`` trainers per node, so
-a node passes its own count times the number of machines; torchrun then numbers the ranks from each
-node's real count, node 0 first (measured here with two localhost "nodes" of 1 and 2 processes: world
-size 3, rank 0 on node 0). Rank 0, the only trainer that talks to the vLLM server, is thus on node 0.
+GPUs per node), so tests check it without a GPU. The layout is ``hardware.layout``'s: the vLLM server
+takes GPUs 0..K-1 of node 0, trainers take every other GPU. accelerate starts ``num_processes //
+num_machines`` trainers per node, so a node passes its own count times the number of machines;
+torchrun then numbers the ranks from each node's real count, node 0 first (measured here with two
+localhost "nodes" of 1 and 2 processes: world size 3, rank 0 on node 0). Rank 0, the only trainer
+that talks to the vLLM server, is thus on node 0.
 
-The local form, several CPU processes on this machine (``RunRequest.processes``), is checked here too.
+May import: ``hardware.layout``, ``memory`` (to pick the sharding), ``models.sources``, ``errors``.
+The recipe is only a type here: ``skill.recipe`` imports ``skill.hardware``.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import stat
-import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
-from skill.recipe.schema import GRPORecipe
+from skill.hardware.layout import NodeLayout, gpu_list, node_layouts
+from skill.memory.estimate import estimate_memory
+from skill.models.sources import is_embedded
+
+if TYPE_CHECKING:
+    from skill.recipe.schema import GRPORecipe
 
 Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
 CONFIG_FILE = "accelerate_config.yaml"
@@ -35,16 +40,7 @@ MAIN_PROCESS_PORT = 29500
 VLLM_WAIT_S = 1800  # a large model can take many minutes to load; torchrun's static rendezvous waits 600 s
 
 
-class NodeLayout(BaseModel):
-    """Which GPUs of one node serve vLLM and which train."""
-
-    node_rank: int
-    vllm_gpus: list[int] = Field(default_factory=list)
-    trainer_gpus: list[int]
-    trainer_processes: int
-
-
-class LaunchPlanFiles(BaseModel):
+class LaunchFiles(BaseModel):
     """Everything needed to launch a recipe on its GPUs: layout, commands, and files by name."""
 
     sharding: Sharding
@@ -57,44 +53,9 @@ class LaunchPlanFiles(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def gpu_list(gpus: list[int]) -> str:
-    """A CUDA_VISIBLE_DEVICES value.
-
-    >>> gpu_list([2, 3, 4])
-    '2,3,4'
-    """
-    return ",".join(str(gpu) for gpu in gpus)
-
-
-def node_layouts(recipe: GRPORecipe) -> list[NodeLayout]:
-    """vLLM on GPUs 0..K-1 of node 0, trainers on the rest; refuses a launch plan its hardware cannot hold."""
-    hardware, launch = recipe.hardware, recipe.launch
-    per_node, servers = hardware.gpus_per_node, launch.vllm_server_gpus
-    if servers > per_node:
-        raise SkillError(
-            f"The vLLM server needs {servers} GPUs of one node; a node has {per_node}.",
-            "Re-emit the recipe for this hardware (emit_grpo_config lays the processes out).",
-        )
-    nodes = []
-    for rank in range(hardware.nodes):
-        vllm = list(range(servers)) if rank == 0 else []
-        trainers = [gpu for gpu in range(per_node) if gpu not in vllm]
-        nodes.append(NodeLayout(node_rank=rank, vllm_gpus=vllm, trainer_gpus=trainers, trainer_processes=len(trainers)))
-    total = sum(node.trainer_processes for node in nodes)
-    if total != launch.training_processes:
-        raise SkillError(
-            f"The recipe's launch plan has {launch.training_processes} training process(es) and {servers} vLLM "
-            f"GPU(s), but its hardware ({hardware.nodes} node(s) x {per_node} GPUs) leaves {total} trainers.",
-            "Re-emit the recipe for this hardware, so its launch plan and hardware agree.",
-        )
-    return nodes
-
-
 def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
     """DDP when the whole training state fits on each GPU (sharding would only add communication), else
     ZeRO-3, which shards weights, gradients and optimizer states over the training processes."""
-    from skill.memory.estimate import estimate_memory
-
     request = recipe.memory_request()
     try:
         whole = estimate_memory(request)
@@ -179,8 +140,6 @@ def accelerate_config(recipe: GRPORecipe, sharding: Sharding) -> str:
 
 
 def _model_argument(recipe: GRPORecipe) -> str:
-    from skill.models.sources import is_embedded
-
     name = recipe.model.name
     if is_embedded(name):  # the script resolves it the same way on the target
         code = f"from skill.models.sources import resolve_model_path; print(resolve_model_path({name!r}))"
@@ -296,7 +255,42 @@ def _slurm_script(recipe: GRPORecipe) -> str:
     )
 
 
-def launch_plan(recipe: GRPORecipe, sharding: Sharding | None = None) -> LaunchPlanFiles:
+def _refuse_unlaunchable(recipe: GRPORecipe, sharding: Sharding | None) -> None:
+    """Refuse what no launch file can run: a CPU recipe, a server without GPUs, a sharded NF4 base."""
+    if recipe.hardware.accelerator == "cpu":
+        raise SkillError(
+            "A launch plan is for GPU targets; a CPU recipe runs on this machine.",
+            "Start it with run_grpo (processes=N for N local processes), or emit the recipe for GPUs.",
+        )
+    if uses_vllm_server(recipe) and not recipe.launch.vllm_server_gpus:
+        raise SkillError(
+            "The recipe generates with a vLLM server but its launch plan gives the server no GPU.",
+            "Re-emit the recipe (several GPUs get a server), or set vllm_mode='colocate'.",
+        )
+    if recipe.method == "qlora" and sharding in ("zero3", "fsdp2"):
+        raise SkillError(
+            f"QLoRA under {sharding} shards the NF4 base, which needs bnb_4bit_quant_storage in the quantization "
+            "config; the recipe does not set it.",
+            "Use sharding 'ddp' or 'zero2' (the adapters are small), or method 'lora'.",
+        )
+
+
+def _commands(recipe: GRPORecipe, nodes: list[NodeLayout], server: bool) -> dict[str, str]:
+    """The shell command lines by role and node: the vLLM server, the first two nodes' trainers, SLURM."""
+    commands: dict[str, str] = {}
+    if server:
+        commands["vllm (node 0)"] = f"CUDA_VISIBLE_DEVICES={gpu_list(nodes[0].vllm_gpus)} {vllm_command(recipe)}"
+    count = len(nodes)
+    for node in nodes[:2]:  # nodes after the first are alike: one command with $NODE_RANK
+        rank = "0" if node.node_rank == 0 else "$NODE_RANK"
+        label = "node 0" if node.node_rank == 0 else "node 1" if count == 2 else f"node NODE_RANK = 1..{count - 1}"
+        devices = f"CUDA_VISIBLE_DEVICES={gpu_list(node.trainer_gpus)}"
+        commands[f"train ({label})"] = f"{devices} {_accelerate_command(node.trainer_processes, count, rank)}"
+    commands["all nodes, under SLURM"] = f"sbatch {SLURM_SCRIPT}"
+    return commands
+
+
+def launch_files(recipe: GRPORecipe, sharding: Sharding | None = None) -> LaunchFiles:
     """The files and commands that run a GPU recipe on its nodes: accelerate config, the training script,
     a per-node launcher (vLLM server and trainers on disjoint GPUs), a SLURM script.
 
@@ -310,30 +304,14 @@ def launch_plan(recipe: GRPORecipe, sharding: Sharding | None = None) -> LaunchP
     ...     hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2), method="full",
     ...     rewards=[RewardSpec(name="exact_match", role="correctness")],
     ...     dataset=DatasetSpec(name="openai/gsm8k", columns=["answer"])))
-    >>> plan = launch_plan(recipe)
+    >>> plan = launch_files(recipe)
     >>> plan.sharding, plan.training_processes, [node.trainer_gpus for node in plan.nodes][0]
     ('ddp', 15, [1, 2, 3, 4, 5, 6, 7])
     """
-    if recipe.hardware.accelerator == "cpu":
-        raise SkillError(
-            "A launch plan is for GPU targets; a CPU recipe runs on this machine.",
-            "Start it with run_grpo (processes=N for N local processes), or emit the recipe for GPUs.",
-        )
-    if recipe.trl.get("use_vllm") and recipe.trl.get("vllm_mode") == "server" and not recipe.launch.vllm_server_gpus:
-        raise SkillError(
-            "The recipe generates with a vLLM server but its launch plan gives the server no GPU.",
-            "Re-emit the recipe (several GPUs get a server), or set vllm_mode='colocate'.",
-        )
+    _refuse_unlaunchable(recipe, sharding)  # default_sharding never shards an NF4 base on its own
     chosen, reason = (sharding, f"{sharding}: chosen by the caller.") if sharding else default_sharding(recipe)
-    if recipe.method == "qlora" and chosen in ("zero3", "fsdp2"):
-        raise SkillError(
-            f"QLoRA under {chosen} shards the NF4 base, which needs bnb_4bit_quant_storage in the quantization "
-            "config; the recipe does not set it.",
-            "Use sharding 'ddp' or 'zero2' (the adapters are small), or method 'lora'.",
-        )
-    nodes = node_layouts(recipe)
+    nodes = node_layouts(recipe.hardware, recipe.launch)
     notes = [f"Sharding: {reason}"]
-    commands: dict[str, str] = {}
     server = uses_vllm_server(recipe) and bool(nodes[0].vllm_gpus)
     if nodes[0].vllm_gpus and not server:
         notes.append(
@@ -342,38 +320,30 @@ def launch_plan(recipe: GRPORecipe, sharding: Sharding | None = None) -> LaunchP
             "batch arithmetic was checked for)."
         )
     if server:
-        commands["vllm (node 0)"] = f"CUDA_VISIBLE_DEVICES={gpu_list(nodes[0].vllm_gpus)} {vllm_command(recipe)}"
         notes.append(
             "Only rank 0 (node 0) talks to the vLLM server (TRL's server mode), so its default host 0.0.0.0 "
             "reaches it. vLLM is not installed where this project is tested: the server path is checked as data "
             "(its command parsed by trl's own parser), never run."
         )
-    count = len(nodes)
-    for node in nodes[:2]:  # nodes after the first are alike: one command with $NODE_RANK
-        rank = "0" if node.node_rank == 0 else "$NODE_RANK"
-        label = "node 0" if node.node_rank == 0 else "node 1" if count == 2 else f"node NODE_RANK = 1..{count - 1}"
-        devices = f"CUDA_VISIBLE_DEVICES={gpu_list(node.trainer_gpus)}"
-        commands[f"train ({label})"] = f"{devices} {_accelerate_command(node.trainer_processes, count, rank)}"
-    commands["all nodes, under SLURM"] = f"sbatch {SLURM_SCRIPT}"
     files = {
         CONFIG_FILE: accelerate_config(recipe, chosen),
         SCRIPT_FILE: recipe.to_script(),
         NODE_SCRIPT: _node_script(recipe, nodes, chosen),
         SLURM_SCRIPT: _slurm_script(recipe),
     }
-    return LaunchPlanFiles(
+    return LaunchFiles(
         sharding=chosen,
         sharding_reason=reason,
         training_processes=recipe.launch.training_processes,
         vllm_tensor_parallel_size=recipe.launch.vllm_tensor_parallel_size if server else None,
         nodes=nodes,
-        commands=commands,
+        commands=_commands(recipe, nodes, server),
         files=files,
         notes=notes,
     )
 
 
-def write_launch_files(plan: LaunchPlanFiles, directory: str | Path) -> list[Path]:
+def write_launch_files(plan: LaunchFiles, directory: str | Path) -> list[Path]:
     """Write the plan's files into a directory (created if needed); the shell scripts are executable."""
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
@@ -385,59 +355,3 @@ def write_launch_files(plan: LaunchPlanFiles, directory: str | Path) -> list[Pat
             path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         written.append(path)
     return written
-
-
-def local_command(run_dir: Path, processes: int, resume: bool) -> list[str]:
-    """The worker's command line: one process, or torchrun with N processes on this machine (gloo on CPU).
-
-    >>> local_command(Path("/r"), 2, False)[2:6]
-    ['torch.distributed.run', '--standalone', '--nproc_per_node', '2']
-    """
-    worker = ["-m", "skill.runs.worker", str(run_dir)] + (["--resume"] if resume else [])
-    if processes == 1:
-        return [sys.executable, *worker]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), *worker]
-
-
-def processes_of(command: list[str]) -> int:
-    """How many processes a recorded worker command line started (to resume with as many).
-
-    >>> processes_of(local_command(Path("/r"), 3, False)), processes_of(local_command(Path("/r"), 1, True))
-    (3, 1)
-    """
-    return int(command[command.index("--nproc_per_node") + 1]) if "--nproc_per_node" in command else 1
-
-
-def check_local_processes(recipe: GRPORecipe, processes: int, force: bool) -> list[str]:
-    """Refuse a local multi-process run that cannot work: CPU recipes only, a core per process, whole
-    GRPO groups in each generation batch, and RAM for one model copy per process."""
-    if processes == 1:
-        return []
-    if recipe.hardware.accelerator != "cpu":
-        raise SkillError(
-            f"processes={processes} is for CPU recipes; a GPU recipe's processes are laid out by its launch plan.",
-            "Send processes=1, or launch the GPU recipe with launch_plan (accelerate) on its target.",
-        )
-    cores = os.cpu_count() or 1
-    if processes > cores:
-        raise SkillError(
-            f"processes={processes} exceeds this machine's {cores} CPU cores; each process needs one.",
-            f"Send processes <= {cores}.",
-        )
-    from skill.memory.estimate import estimate_memory
-    from skill.recipe.emit import check_group_arithmetic
-    from skill.runs.checks import available_ram_gib
-
-    check_group_arithmetic(recipe.trl, processes)
-    available = available_ram_gib()
-    request = recipe.memory_request()
-    request = request.model_copy(
-        update={"hardware": recipe.hardware.model_copy(update={"memory_gib_per_gpu": available})}
-    )
-    needed = processes * estimate_memory(request).peak_gib
-    line = f"{processes} local processes (torchrun, gloo): {needed:.2f} GiB of {available:.1f} GiB RAM."
-    if needed > available:
-        if not force:
-            raise SkillError(f"{line} Each process holds a whole model copy: it does not fit.", "Send fewer processes.")
-        return [line + " Does not fit; forced."]
-    return [line]

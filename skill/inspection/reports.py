@@ -1,0 +1,77 @@
+"""Inspection report storage under the state root: each report as JSON, Markdown and HTML, and its key.
+
+The key file (``<id>.key.json``) holds what the reader must not see: which samples are planted
+attention checks, and the per-reward fingerprint parts at inspection time (to name the reward that
+changed since). Owns: the reports directory, ``save_report``, ``load_report``, the key file. May
+import: ``inspection.schema``, ``inspection.render``, ``state``, ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from skill.errors import SkillError
+from skill.inspection.render import render_html, render_markdown
+from skill.inspection.schema import InspectionReport
+from skill.state import state_dir, validate_identifier, write_atomically
+
+
+def reports_dir() -> Path:
+    """Where inspection reports live (created on first use)."""
+    return state_dir("inspections")
+
+
+def save_report(report: InspectionReport) -> InspectionReport:
+    """Store the report (JSON, Markdown, HTML) atomically under inspections/."""
+    directory = reports_dir()
+    paths = {
+        "json": directory / f"{report.id}.json",
+        "markdown": directory / f"{report.id}.md",
+        "html": directory / f"{report.id}.html",
+    }
+    report.paths = {kind: str(path) for kind, path in paths.items()}
+    for kind, text in (
+        ("markdown", render_markdown(report)),
+        ("html", render_html(report)),
+        ("json", report.model_dump_json(indent=1)),
+    ):
+        write_atomically(paths[kind], text)
+    return report
+
+
+def load_report(report_id: str) -> InspectionReport:
+    """A stored report by id."""
+    path = reports_dir() / f"{validate_identifier(report_id, 'inspection')}.json"
+    if not path.is_file():
+        raise SkillError(f"No inspection {report_id!r} under {path.parent}.", "Send an id inspect_rewards returned.")
+    return InspectionReport.model_validate_json(path.read_text())
+
+
+def stored_reports() -> Iterator[InspectionReport]:
+    """Every stored report, newest first (ids sort by time), read one at a time as the caller asks."""
+    for path in sorted(reports_dir().glob("insp-*.json"), reverse=True):
+        if not path.name.endswith(".key.json"):
+            yield InspectionReport.model_validate_json(path.read_text())
+
+
+def save_key(report_id: str, planted: list[int], fingerprint_parts: dict[str, str]) -> None:
+    """Store a report's key: its planted sample ids and the per-reward fingerprint parts."""
+    key = reports_dir() / f"{report_id}.key.json"
+    write_atomically(key, json.dumps({"planted": planted, "fingerprint_parts": fingerprint_parts}))
+
+
+def planted_ids(report_id: str) -> list[int]:
+    """The ids of a report's planted attention checks (none when its key is missing)."""
+    return _key(report_id).get("planted", [])
+
+
+def inspected_fingerprint_parts(report_id: str) -> dict[str, str]:
+    """The per-reward fingerprint parts a report was made with (empty when its key is missing)."""
+    return _key(report_id).get("fingerprint_parts", {})
+
+
+def _key(report_id: str) -> dict:
+    key = reports_dir() / f"{report_id}.key.json"
+    return json.loads(key.read_text()) if key.is_file() else {}

@@ -1,0 +1,333 @@
+"""The components of GRPO memory per GPU (or in CPU RAM), in bytes, from the model's shape alone.
+
+Components, each in GiB per device:
+- weights: parameters x bytes of the load dtype (TRL loads in float32 unless model_init_kwargs sets a
+  dtype); QLoRA keeps the projections in NF4 (4.127 bits with double quantization) and the rest in
+  the compute dtype; LoRA adapters are float32 (PEFT upcasts them).
+- gradients and optimizer: trainable parameters x gradient bytes, AdamW's two states in the
+  parameter dtype (8-bit Adam: 2 bytes); sharded over the training processes by ZeRO-2 (gradients,
+  optimizer) or ZeRO-3 / FSDP (also the weights).
+- reference: a second copy of the weights when beta > 0 and no PEFT (with PEFT the reference is the
+  base with adapters disabled).
+- activations: what the training forward saves for backward, per token per layer, with or without
+  activation checkpointing (then: each layer's input, plus one layer recomputed during backward).
+- log-prob: TRL 1.16 computes per-token log-probs through a chunked fused LM head and never builds
+  the batch x completion x vocab logits; its peak is one token-by-vocabulary tile (plus float32
+  temporaries where Triton is unavailable) and, when the LM head trains, a float32 accumulator of
+  its gradient.
+- vllm: a colocated vLLM reserves vllm_gpu_memory_utilization x GPU memory (near zero while asleep
+  in sleep mode); a vLLM server lives on other GPUs, as many as ``hardware.layout`` gives it, and the
+  remaining GPUs are the training processes the state is sharded over.
+- overhead: the CUDA context and allocator slack (on CPU: the Python process with torch loaded).
+
+``estimate_components`` assembles them into an estimate without remedies (``estimate.estimate_memory``
+adds those). May import: ``memory.schema``, ``hardware`` (specs, the process layout), ``models.shapes``,
+``errors``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from skill.errors import SkillError
+from skill.hardware.layout import layout_processes
+from skill.memory.schema import (
+    ALLOCATOR_SLACK,
+    CPU_PROCESS_GIB,
+    CUDA_CONTEXT_GIB,
+    DTYPE_BYTES,
+    GIB,
+    LOGPROB_TOKEN_TILE,
+    LOGPROB_TORCH_BYTES_PER_TILE_ELEMENT,
+    LOGPROB_VOCAB_TILE,
+    NF4_BYTES_PER_PARAMETER,
+    VLLM_RUNTIME_GIB,
+    Components,
+    MemoryEstimate,
+    MemoryRequest,
+)
+from skill.models.shapes import ModelShape, resolve_shape
+
+
+def lora_parameters(shape: ModelShape, r: int, targets: str) -> int:
+    """Adapter parameters: r x (in + out) for each adapted projection.
+
+    >>> from skill.models.shapes import SHAPES
+    >>> lora_parameters(SHAPES["qwen2.5-7b"].shape, 16, "all-linear")
+    40370176
+    """
+    h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
+    attention = (h + q) + 2 * (h + kv) + (q + h)
+    mlp = 2 * (h + f) + (f + h)
+    return shape.layers * r * (attention + (mlp if targets == "all-linear" else 0))
+
+
+def weight_dtype(request: MemoryRequest) -> str:
+    """The dtype the weights load in: the request's, else fp32 on CPU and bf16 (fp16 without bf16) on GPUs."""
+    if request.dtype is not None:
+        return request.dtype
+    if request.hardware.accelerator == "cpu":
+        return "float32"
+    return "bfloat16" if request.hardware.bf16 else "float16"
+
+
+def saved_activation_bytes_per_token(shape: ModelShape, dtype_bytes: int, checkpointing: bool) -> float:
+    """Bytes the training forward keeps for backward, per token, over all layers.
+
+    Per layer without checkpointing: two RMSNorms (input, normalised, output: 12h bytes in fp32; 8h
+    in half precision, which upcasts to fp32 inside the norm), RoPE'd q and k, v, the attention output
+    and its reshaped copy, the attention log-sum-exp, and the gated MLP's gate, activation, up and
+    product. With checkpointing only each layer's input is kept.
+
+    >>> from skill.models.shapes import SHAPES
+    >>> saved_activation_bytes_per_token(SHAPES["smollm2-135m"].shape, 4, False) > 10 * \\
+    ...     saved_activation_bytes_per_token(SHAPES["smollm2-135m"].shape, 4, True)
+    True
+    """
+    h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
+    if checkpointing:
+        return shape.layers * h * dtype_bytes + 12 * h
+    norm_bytes = 12 * h if dtype_bytes == 4 else 8 * h
+    projections = dtype_bytes * (3 * q + 2 * kv + 4 * f)
+    per_layer = 2 * norm_bytes + projections + 4 * shape.heads
+    return shape.layers * per_layer + norm_bytes
+
+
+def attention_mask_bytes(shape: ModelShape, sequences: int, sequence_length: int, dtype_bytes: int) -> float:
+    """With padding (GRPO batches always have it), SDPA gets a sequences x 1 x T x T additive mask,
+    and each layer keeps its own for backward.
+
+    >>> attention_mask_bytes(ModelShape(layers=2, hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=64,
+    ...     vocab=10, tied_embeddings=True), 8, 53, 4)
+    179776
+    """
+    return shape.layers * sequences * sequence_length**2 * dtype_bytes
+
+
+def recomputed_layer_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> float:
+    """With checkpointing, one layer's full activations exist again while its backward runs."""
+    full = saved_activation_bytes_per_token(shape, dtype_bytes, checkpointing=False)
+    return full / (shape.layers + 1)
+
+
+def logprob_peak_bytes(shape: ModelShape, tokens: int, compute_bytes: int, head_trains: bool, triton: bool) -> float:
+    """Peak extra bytes of TRL's chunked fused LM-head log-prob (forward or backward, the larger).
+
+    One token-by-vocabulary tile in the compute dtype; without Triton, the backward's float32
+    temporaries of the tile's size; float32 accumulators for the hidden-state gradient and, when the
+    LM head trains, for its weight gradient (vocab x hidden).
+
+    >>> from skill.models.shapes import SHAPES
+    >>> round(logprob_peak_bytes(SHAPES["qwen3-0.6b"].shape, 8 * 3072, 2, True, True) / 2**30, 2)
+    0.92
+    """
+    tile = min(tokens, LOGPROB_TOKEN_TILE) * min(shape.vocab, LOGPROB_VOCAB_TILE)
+    tile_bytes = tile * (compute_bytes + (0 if triton else LOGPROB_TORCH_BYTES_PER_TILE_ELEMENT))
+    backward_accumulators = tokens * shape.hidden * 4 + (shape.vocab * shape.hidden * 4 if head_trains else 0)
+    return tile_bytes + backward_accumulators
+
+
+def full_logits_bytes(sequences: int, tokens: int, vocab: int, dtype_bytes: int = 4) -> float:
+    """The batch x tokens x vocab logits older TRL versions materialised; kept only to explain published numbers.
+
+    >>> round(full_logits_bytes(8, 20480, 128256) / 2**30, 1)
+    78.3
+    """
+    return sequences * tokens * vocab * dtype_bytes
+
+
+def kv_cache_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> int:
+    """Keys and values of every layer for one token.
+
+    >>> from skill.models.shapes import SHAPES
+    >>> kv_cache_bytes_per_token(SHAPES["llama-3.1-8b"].shape, 2)
+    131072
+    """
+    return 2 * shape.layers * shape.kv_dim * dtype_bytes
+
+
+class ModelState(NamedTuple):
+    """Bytes per device of what the optimizer step keeps, and the trainable parameter count."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    reference: float
+    trainable: int
+
+
+class Generation(NamedTuple):
+    """Bytes per device that generation needs, and what the estimate should say about it."""
+
+    vllm: float
+    vllm_tokens: int | None
+    kv_cache: float
+    warnings: list[str]
+    assumptions: list[str]
+
+
+def with_shape(request: MemoryRequest) -> MemoryRequest:
+    """The request with its model's shape filled in (an explicit ``shape`` wins over ``model``)."""
+    if request.shape is not None:
+        return request
+    if request.model is None:
+        raise SkillError("No model and no shape.", "Send `model` (a hub id or local directory) or `shape`.")
+    return request.model_copy(update={"shape": resolve_shape(request.model)})
+
+
+def training_processes(request: MemoryRequest) -> int:
+    """The processes the training state is sharded over: as the request says, else every GPU, less the vLLM
+    server's GPUs (as the launch planner lays them out) when generation runs on a server.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.models.shapes import SHAPES
+    >>> training_processes(MemoryRequest(shape=SHAPES["qwen2.5-7b"].shape, vllm_mode="server",
+    ...     hardware=HardwareSpec(gpu_model="A10G", gpus_per_node=4)))
+    2
+    """
+    hardware = request.hardware
+    if request.training_processes:
+        return request.training_processes
+    if hardware.accelerator == "cpu":
+        return 1
+    if request.use_vllm is not False and request.vllm_mode == "server":
+        assert request.shape is not None  # with_shape guarantees it
+        model_gib_bf16 = request.shape.parameters() * DTYPE_BYTES["bfloat16"] / GIB
+        return layout_processes(hardware, model_gib_bf16).training_processes
+    return max(1, hardware.total_gpus)
+
+
+def capacity_gib(request: MemoryRequest) -> float:
+    """GiB on one device: the GPU's memory, or the RAM given for a CPU target (16 GiB when none is)."""
+    memory = request.hardware.memory_gib_per_gpu
+    if request.hardware.accelerator == "cpu":
+        return memory or 16.0
+    return memory or 0.0
+
+
+def model_state_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int) -> ModelState:
+    """Weights, gradients, optimizer states and the reference copy, sharded as the request says."""
+    parameters = shape.parameters()
+    adapters = lora_parameters(shape, request.lora_r, request.lora_targets) if request.method != "full" else 0
+    if request.method == "qlora":
+        linear = shape.layers * shape.linear_parameters_per_layer()
+        weights = linear * NF4_BYTES_PER_PARAMETER + (parameters - linear) * dtype_bytes + adapters * 4
+    else:
+        weights = parameters * dtype_bytes + adapters * 4
+    trainable = parameters if request.method == "full" else adapters
+    grad_bytes = dtype_bytes if request.method == "full" else 4
+    gradients = trainable * grad_bytes
+    state_bytes = 1 if request.optimizer == "adamw_8bit" else grad_bytes
+    optimizer = trainable * 2 * state_bytes
+    reference = parameters * dtype_bytes if request.beta > 0 and request.method == "full" else 0.0
+    if request.sharding in ("zero2", "zero3", "fsdp"):
+        processes = training_processes(request)
+        gradients /= processes
+        optimizer /= processes
+        if request.sharding != "zero2":
+            weights /= processes
+            reference /= processes
+    return ModelState(weights, gradients, optimizer, reference, trainable)
+
+
+def triton_used(request: MemoryRequest) -> bool:
+    """Whether TRL's log-prob runs its Triton kernels: as the request says, else on GPUs."""
+    return (request.hardware.accelerator != "cpu") if request.triton is None else request.triton
+
+
+def training_workspace_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int) -> tuple[float, float]:
+    """(saved activations, log-prob peak) of one training micro-batch, in bytes."""
+    batch = request.per_device_train_batch_size
+    sequence = request.prompt_length + request.completion_length
+    tokens = batch * sequence
+    checkpointing = request.activation_checkpointing
+    activations = tokens * saved_activation_bytes_per_token(shape, dtype_bytes, checkpointing)
+    mask = attention_mask_bytes(shape, batch, sequence, dtype_bytes)
+    if checkpointing:
+        activations += tokens * recomputed_layer_bytes_per_token(shape, dtype_bytes) + mask / shape.layers
+    else:
+        activations += mask
+    triton = triton_used(request)
+    logprob_tokens = batch * (request.completion_length if triton else sequence - 1)
+    logprob = logprob_peak_bytes(shape, logprob_tokens, dtype_bytes, request.method == "full", triton)
+    return activations, logprob
+
+
+def generation_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int) -> Generation:
+    """A colocated vLLM's share (and the KV cache it leaves), or transformers' KV cache without vLLM."""
+    on_cpu = request.hardware.accelerator == "cpu"
+    use_vllm = (not on_cpu) if request.use_vllm is None else request.use_vllm
+    sequence = request.prompt_length + request.completion_length
+    kv_per_token = kv_cache_bytes_per_token(shape, dtype_bytes)
+    if not use_vllm:
+        sequences = request.per_device_train_batch_size * request.steps_per_generation
+        return Generation(0.0, None, sequences * sequence * kv_per_token, [], [])
+    if request.vllm_mode != "colocate":
+        return Generation(0.0, None, 0.0, [], [])
+    vllm = request.vllm_gpu_memory_utilization * capacity_gib(request) * GIB
+    vllm_weights = shape.parameters() * dtype_bytes
+    vllm_tokens = max(0, int((vllm - vllm_weights - VLLM_RUNTIME_GIB * GIB) // kv_per_token))
+    warnings = []
+    if vllm_tokens < sequence:
+        warnings.append(
+            f"The colocated vLLM share ({vllm / GIB:.1f} GiB) cannot hold its {vllm_weights / GIB:.1f} GiB copy "
+            f"of the weights plus the KV cache of one {sequence}-token sequence; vLLM would refuse to start."
+        )
+    return Generation(
+        vllm, vllm_tokens, 0.0, warnings, ["vLLM share is modelled (utilization x GPU memory), not measured here."]
+    )
+
+
+def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstimate]:
+    """Every component, per device, and the estimate assembled from them (without remedies)."""
+    request = with_shape(request)
+    shape = request.shape
+    assert shape is not None  # with_shape guarantees it
+    on_cpu = request.hardware.accelerator == "cpu"
+    dtype = weight_dtype(request)
+    b = DTYPE_BYTES[dtype]
+    state = model_state_bytes(request, shape, b)
+    activations, logprob = training_workspace_bytes(request, shape, b)
+    generation = generation_bytes(request, shape, b)
+    overhead_gib = CPU_PROCESS_GIB if on_cpu else CUDA_CONTEXT_GIB
+
+    resident = state.weights + state.optimizer + state.reference
+    train_tensors = resident + state.gradients + activations + logprob
+    vllm_during_train = 0.0 if request.vllm_enable_sleep_mode else generation.vllm
+    slack = 0.0 if on_cpu else ALLOCATOR_SLACK
+    peak_train = (train_tensors * (1 + slack) + vllm_during_train) / GIB + overhead_gib
+    peak_generate = ((resident + generation.kv_cache) * (1 + slack) + generation.vllm) / GIB + overhead_gib
+    peak = max(peak_train, peak_generate)
+    components = Components(
+        weights=state.weights / GIB,
+        gradients=state.gradients / GIB,
+        optimizer=state.optimizer / GIB,
+        reference=state.reference / GIB,
+        activations=activations / GIB,
+        logprob=logprob / GIB,
+        generation_kv_cache=generation.kv_cache / GIB,
+        vllm=generation.vllm / GIB,
+        overhead=overhead_gib,
+    )
+    sequence = request.prompt_length + request.completion_length
+    assumptions = generation.assumptions + [
+        f"{dtype} weights; {'checkpointed' if request.activation_checkpointing else 'full'} activations for "
+        f"{request.per_device_train_batch_size} x {sequence} tokens; overhead {overhead_gib} GiB is modelled."
+    ]
+    capacity = capacity_gib(request)
+    estimate = MemoryEstimate(
+        target="cpu" if on_cpu else "gpu",
+        capacity_gib=capacity,
+        parameters_b=shape.parameters() / 1e9,
+        trainable_parameters_b=state.trainable / 1e9,
+        components=components,
+        peak_train_gib=round(peak_train, 3),
+        peak_generate_gib=round(peak_generate, 3),
+        peak_gib=round(peak, 3),
+        fits=peak <= capacity and not generation.warnings,
+        headroom_gib=round(capacity - peak, 3),
+        vllm_kv_cache_tokens=generation.vllm_tokens,
+        warnings=generation.warnings,
+        assumptions=assumptions,
+    )
+    return components, estimate

@@ -1,0 +1,123 @@
+"""Memory contracts: the request (what decides GRPO memory on one device), the estimate and its parts,
+and the modelled constants every formula shares.
+
+May import: ``hardware.specs`` (the target), ``models.shapes`` (the model's shape).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from skill.hardware.specs import HardwareSpec
+from skill.models.shapes import ModelShape
+
+GIB = 2**30
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+NF4_BYTES_PER_PARAMETER = 4.127 / 8  # 4-bit weights + double-quantized absmax per 64-block (QLoRA paper)
+LOGPROB_TOKEN_TILE = 4096  # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
+LOGPROB_VOCAB_TILE = 32768  # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
+# Extra bytes per tile element in the torch fallback of the chunked log-prob's backward (no Triton:
+# CPU and other devices): seven float32 temporaries and one boolean mask alive at once, counted from
+# _backward_tile and confirmed by allocator measurement (the forward holds fewer).
+LOGPROB_TORCH_BYTES_PER_TILE_ELEMENT = 7 * 4 + 1
+CUDA_CONTEXT_GIB = 0.6  # typical CUDA context + cuBLAS workspace with torch 2.x; modelled
+ALLOCATOR_SLACK = 0.05  # caching allocator fragmentation on GPU, as a fraction of tensor memory; modelled
+VLLM_RUNTIME_GIB = 0.5  # vLLM's own activations and CUDA graphs inside its share; modelled
+CPU_PROCESS_GIB = 1.0  # a Python process with torch, transformers and trl imported; modelled
+
+Method = Literal["full", "lora", "qlora"]
+Sharding = Literal["none", "zero2", "zero3", "fsdp"]
+
+
+class MemoryRequest(BaseModel):
+    """What decides GRPO memory on one device. Defaults follow the seed recipe."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+
+    model: str | None = Field(
+        default=None, description="Hub id, local directory or the embedded default's id; or send `shape`."
+    )
+    shape: ModelShape | None = Field(default=None, description="Explicit shape numbers (wins over `model`).")
+    hardware: HardwareSpec
+    method: Method = "full"
+    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
+        default=None, description="Weight dtype; default: bf16 / fp16 / fp32 as the GPU or CPU supports."
+    )
+    lora_r: int = Field(default=16, gt=0)
+    lora_targets: Literal["all-linear", "attention"] = "all-linear"
+    optimizer: Literal["adamw", "adamw_8bit"] = "adamw"
+    beta: float = Field(default=0.01, ge=0)
+    per_device_train_batch_size: int = Field(default=8, gt=0)
+    steps_per_generation: int = Field(default=4, gt=0)
+    prompt_length: int = Field(default=512, gt=0, description="Longest prompt, in tokens.")
+    completion_length: int = Field(default=256, gt=0, description="max_completion_length")
+    activation_checkpointing: bool = True
+    use_vllm: bool | None = Field(default=None, description="Default: on GPUs, off on CPU.")
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, lt=1)
+    vllm_enable_sleep_mode: bool = False
+    sharding: Sharding = "none"
+    training_processes: int | None = Field(default=None, gt=0, description="Default: every GPU trains.")
+    triton: bool | None = Field(default=None, description="Triton kernels for the log-prob; default: on GPUs.")
+
+
+class Components(BaseModel):
+    """GiB per device, by component."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    reference: float
+    activations: float
+    logprob: float
+    generation_kv_cache: float = Field(description="KV cache of generation without vLLM (transformers).")
+    vllm: float
+    overhead: float
+
+
+class Remedy(BaseModel):
+    """One way to make it fit, with what it would cost and what it would give."""
+
+    name: str
+    cost: str
+    changes: dict[str, object]
+    peak_gib: float
+    fits: bool
+
+
+class MemoryEstimate(BaseModel):
+    """Per-device memory of a GRPO setup and whether it fits."""
+
+    target: Literal["gpu", "cpu"]
+    capacity_gib: float
+    parameters_b: float
+    trainable_parameters_b: float
+    components: Components
+    peak_train_gib: float
+    peak_generate_gib: float
+    peak_gib: float
+    fits: bool
+    headroom_gib: float
+    vllm_kv_cache_tokens: int | None = Field(default=None, description="Tokens the colocated vLLM cache can hold.")
+    warnings: list[str] = Field(default_factory=list, description="Reasons it cannot run besides the total.")
+    remedies: list[Remedy] = Field(default_factory=list)
+    assumptions: list[str] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        """A few human-readable lines: the components, the verdict, the remedies."""
+        device = "GPU" if self.target == "gpu" else "CPU RAM"
+        lines = [
+            f"GRPO memory per {device}: peak {self.peak_gib:.2f} GiB of {self.capacity_gib:.1f} GiB "
+            f"({'fits' if self.fits else 'does NOT fit'}; headroom {self.headroom_gib:.2f} GiB)",
+            f"  parameters {self.parameters_b:.3f}B, trainable {self.trainable_parameters_b:.4f}B",
+            f"  training step {self.peak_train_gib:.2f} GiB, generation {self.peak_generate_gib:.2f} GiB",
+        ]
+        lines.extend(f"  {name:20s} {value:8.3f} GiB" for name, value in self.components.model_dump().items())
+        lines.extend(f"  warning: {warning}" for warning in self.warnings)
+        for remedy in self.remedies:
+            verdict = "fits" if remedy.fits else "still too big"
+            lines.append(f"  remedy {remedy.name}: {remedy.peak_gib:.2f} GiB ({verdict}); cost: {remedy.cost}")
+        lines.extend(f"  assumes: {assumption}" for assumption in self.assumptions)
+        return "\n".join(lines)

@@ -1,0 +1,245 @@
+"""The house rules of the layout, checked on the source: one concept per package, dependencies that
+point one way, no reaching into another module's private names, heavy or cyclic imports only where
+a comment says why.
+
+The import graph is read with ``ast`` (no module is imported), counting imports inside functions
+too — a function-level import that closes a cycle is still a cycle — but not those under
+``if TYPE_CHECKING:``, which never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+PACKAGES = ("skill", "server")
+CHECKED_FOR_PRIVATE_IMPORTS = ("skill", "server", "tests", "bench", "scripts")
+MAX_MODULE_LINES = 420  # "modules under ~400 lines"
+MAX_FUNCTION_LINES = 60
+LAZY_REASON = re.compile(r"#\s*lazy:\s*\S")
+
+
+@dataclass(frozen=True)
+class ImportEdge:
+    importer: str
+    imported: str
+    names: tuple[str, ...]
+    line: int
+    in_function: bool
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPOSITORY).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for package in PACKAGES
+        for path in sorted((REPOSITORY / package).rglob("*.py"))
+        if "__pycache__" not in path.parts
+    }
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside ``if TYPE_CHECKING:`` blocks."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skipped.update(id(inner) for inner in ast.walk(child))
+    return skipped
+
+
+def _function_nodes(tree: ast.AST) -> set[int]:
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for child in node.body:
+                inside.update(id(inner) for inner in ast.walk(child))
+    return inside
+
+
+def imports_of(path: Path, importer: str, known: set[str]) -> list[ImportEdge]:
+    """Every import of a project module in one file, resolved to module names (``from pkg import mod`` is mod)."""
+    tree = ast.parse(path.read_text())
+    skipped, in_function = _type_checking_nodes(tree), _function_nodes(tree)
+    package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+    edges = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        targets: list[tuple[str, tuple[str, ...]]] = []
+        if isinstance(node, ast.Import):
+            targets = [(alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = tuple(alias.name for alias in node.names)
+            submodules = [f"{base}.{name}" for name in names if f"{base}.{name}" in known]
+            targets = [(module, ()) for module in submodules] + [(base, names)]
+        for target, names in targets:
+            if target.split(".")[0] in PACKAGES or target in known:
+                edges.append(ImportEdge(importer, target, names, node.lineno, id(node) in in_function))
+    return edges
+
+
+def import_graph() -> tuple[dict[str, Path], list[ImportEdge]]:
+    modules = project_modules()
+    known = set(modules)
+    edges = [edge for name, path in modules.items() for edge in imports_of(path, name, known)]
+    return modules, edges
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm; components of more than one module (or a module importing itself) are cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for successor in sorted(graph.get(node, ())):
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in on_stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert strongly_connected({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_graph_has_no_cycle():
+    modules, edges = import_graph()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for edge in edges:
+        if edge.imported in modules and edge.imported != edge.importer:
+            graph[edge.importer].add(edge.imported)
+            # importing skill.a.b runs skill/__init__ and skill/a/__init__ first
+            parent = edge.imported.rpartition(".")[0]
+            while parent and parent != edge.importer and parent in modules:
+                graph[edge.importer].add(parent)
+                parent = parent.rpartition(".")[0]
+    assert strongly_connected(graph) == []
+
+
+def test_no_private_name_is_imported_across_modules():
+    known = set(project_modules())
+    offenders = []
+    for folder in CHECKED_FOR_PRIVATE_IMPORTS:
+        for path in sorted((REPOSITORY / folder).rglob("*.py")):
+            for edge in imports_of(path, module_name(path), known):
+                private = [name for name in edge.names if name.startswith("_") and not name.startswith("__")]
+                if private:
+                    offenders.append(f"{path.relative_to(REPOSITORY)}:{edge.line} {edge.imported} {private}")
+    assert offenders == []
+
+
+def test_function_level_imports_of_the_project_say_why():
+    """An import of a project module inside a function hides the graph; each one states its reason."""
+    modules, edges = import_graph()
+    unexplained = []
+    for edge in edges:
+        if edge.in_function and edge.imported.split(".")[0] in PACKAGES:
+            line = modules[edge.importer].read_text().splitlines()[edge.line - 1]
+            if not LAZY_REASON.search(line):
+                unexplained.append(f"{modules[edge.importer].relative_to(REPOSITORY)}:{edge.line}: {line.strip()}")
+    assert unexplained == []
+
+
+def test_nothing_in_the_core_imports_the_demo():
+    _modules, edges = import_graph()
+    leaks = [
+        f"{edge.importer} -> {edge.imported}"
+        for edge in edges
+        if edge.imported.startswith("skill.demo")
+        and edge.importer.startswith("skill.")
+        and not edge.importer.startswith("skill.demo")
+    ]
+    assert leaks == []
+
+
+def test_the_domain_core_does_not_import_the_faces():
+    _modules, edges = import_graph()
+    assert [
+        f"{e.importer} -> {e.imported}"
+        for e in edges
+        if e.importer.startswith("skill") and e.imported.startswith("server")
+    ] == []
+
+
+@pytest.mark.parametrize("name", sorted(project_modules()))
+def test_each_module_says_what_it_owns(name):
+    path = project_modules()[name]
+    tree = ast.parse(path.read_text())
+    if path.name == "__init__.py" or tree.body:
+        assert ast.get_docstring(tree), f"{path.relative_to(REPOSITORY)} has no module docstring"
+    assert path.stem not in ("utils", "helpers", "misc", "common")
+
+
+def test_modules_and_functions_stay_short():
+    long_modules, long_functions = [], []
+    for name, path in project_modules().items():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long_modules.append(f"{name} ({len(text.splitlines())} lines)")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{name}.{node.name} ({length} lines)")
+    assert long_modules == []
+    assert long_functions == []
+
+
+def test_the_package_face_names_the_ten_tools_and_resolves_them():
+    import skill
+
+    assert skill.TOOLS == (
+        "route_check",
+        "inspect_rewards",
+        "record_review",
+        "emit_grpo_config",
+        "estimate_memory",
+        "run_grpo",
+        "run_status",
+        "run_logs",
+        "cancel_run",
+        "list_runs",
+    )
+    for name in skill.__all__:
+        assert getattr(skill, name) is not None
+    with pytest.raises(AttributeError):
+        _ = skill.not_a_tool
