@@ -12,7 +12,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from server.http_transport import DEFAULT_HOST, DEFAULT_PORT
+from server.mcp_server import serve_http, serve_stdio
+from skill.demo.pipeline import demo_recipe_request, run_demo
 from skill.errors import SkillError
+from skill.inspection.gate import record_review
+from skill.inspection.reports import load_report
+from skill.inspection.run import inspect_rewards
+from skill.inspection.schema import InspectionRequest, ReviewRequest
+from skill.memory.estimate import MemoryRequest, estimate_memory
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import GRPORecipe
+from skill.routing.route import RouteRequest, route_check
+from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
 
 
 def _parse_value(text: str) -> Any:
@@ -104,14 +116,12 @@ def _print_recipe(recipe: Any, output: str) -> None:
 
 
 def command_config(args: argparse.Namespace) -> None:
-    from skill.recipe.emit import RecipeRequest, emit_grpo_config
 
     request = RecipeRequest.model_validate(_request_from_args(args))
     _print_recipe(emit_grpo_config(request), args.output)
 
 
 def command_memory(args: argparse.Namespace) -> None:
-    from skill.memory.estimate import MemoryRequest, estimate_memory
 
     request = _read_request(args, "MemoryRequest")
     _apply_hardware_flags(args, request)
@@ -142,7 +152,6 @@ def _print_progress(done: float, total: float, message: str) -> None:
 
 
 def command_route(args: argparse.Namespace) -> None:
-    from skill.routing.route import RouteRequest, route_check
 
     request = _read_request(args, "RouteRequest")
     if args.signal:
@@ -186,8 +195,6 @@ def command_route(args: argparse.Namespace) -> None:
 
 
 def command_inspect(args: argparse.Namespace) -> None:
-    from skill.inspection.run import inspect_rewards
-    from skill.inspection.schema import InspectionRequest
 
     request = _read_request(args, "InspectionRequest")
     if args.reward:
@@ -218,8 +225,6 @@ def _inspection_summary(report: Any) -> str:
 
 
 def _interactive_review(report: Any, reviewer: str) -> None:
-    from skill.inspection.gate import record_review
-    from skill.inspection.schema import ReviewRequest
 
     if not sys.stdin.isatty():
         raise SkillError("An interactive review needs a terminal.", "Use --labels FILE instead.")
@@ -243,9 +248,6 @@ def _interactive_review(report: Any, reviewer: str) -> None:
 
 
 def command_review(args: argparse.Namespace) -> None:
-    from skill.inspection.gate import record_review
-    from skill.inspection.reports import load_report
-    from skill.inspection.schema import ReviewRequest
 
     if args.interactive:
         _interactive_review(load_report(args.report_id), args.reviewer or "")
@@ -289,8 +291,6 @@ def _print_status(status: Any) -> None:
 
 
 def command_run(args: argparse.Namespace) -> None:
-    from skill.recipe.schema import GRPORecipe
-    from skill.runs.jobs import RunRequest, run_grpo
 
     recipe = None
     if args.recipe:
@@ -307,34 +307,28 @@ def command_run(args: argparse.Namespace) -> None:
 
 
 def command_status(args: argparse.Namespace) -> None:
-    from skill.runs.jobs import run_status
 
     status = run_status(args.run_id, args.wait, progress=_print_progress if args.wait else None)
     print(status.model_dump_json(indent=2)) if args.output == "json" else _print_status(status)
 
 
 def command_logs(args: argparse.Namespace) -> None:
-    from skill.runs.jobs import run_logs
 
     print("\n".join(run_logs(args.run_id, args.lines).lines))
 
 
 def command_cancel(args: argparse.Namespace) -> None:
-    from skill.runs.jobs import cancel_run
 
     _print_status(cancel_run(args.run_id))
 
 
 def command_runs(args: argparse.Namespace) -> None:
-    from skill.runs.jobs import list_runs
 
     for status in list_runs().runs:
         print(f"{status.run_id:40s} {status.state:10s} step {status.step}/{status.max_steps or '?'}")
 
 
 def command_demo(args: argparse.Namespace) -> None:
-    from skill.demo.pipeline import demo_recipe_request, run_demo
-    from skill.recipe.emit import emit_grpo_config
 
     if not args.recipe_only:
         if not args.yes:
@@ -357,12 +351,9 @@ def command_serve(args: argparse.Namespace) -> None:
     if not args.http:
         if args.host is not None or args.port is not None:
             raise SkillError("--host and --port apply to --http only.", "Add --http, or drop them for stdio.")
-        from server.mcp_server import serve_stdio
 
         serve_stdio()
         return
-    from server.http_transport import DEFAULT_HOST, DEFAULT_PORT
-    from server.mcp_server import serve_http
 
     port = DEFAULT_PORT if args.port is None else args.port
     if not 0 < port < 65536:

@@ -13,6 +13,10 @@ from mcp.server.mcpserver.resources import FileResource
 from pydantic import Field
 
 from skill.errors import SkillError
+from skill.inspection.render import render_markdown
+from skill.inspection.reports import load_report
+from skill.runs import jobs
+from skill.runs.store import read_jsonl, run_dir
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -83,7 +87,6 @@ def register_state_resources(server: MCPServer) -> None:
         mime_type="application/json",
     )
     def run_status_resource(run_id: str) -> str:
-        from skill.runs import jobs
 
         try:
             return jobs.run_status(run_id).model_dump_json(indent=1)
@@ -100,8 +103,6 @@ def register_state_resources(server: MCPServer) -> None:
     def run_metrics(run_id: str) -> str:
         import json
 
-        from skill.runs.store import read_jsonl, run_dir
-
         try:
             return json.dumps(read_jsonl(run_dir(run_id) / "metrics.jsonl"))
         except SkillError as exc:
@@ -116,8 +117,6 @@ def register_state_resources(server: MCPServer) -> None:
         mime_type="text/markdown",
     )
     def inspection_report(report_id: str) -> str:
-        from skill.inspection.render import render_markdown
-        from skill.inspection.reports import load_report
 
         try:
             return render_markdown(load_report(report_id))

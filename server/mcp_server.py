@@ -23,6 +23,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult
 from pydantic import ValidationError
 
+from server.http_transport import check_binding, configured_token, run_http
 from server.mcp_resources import register_documents, register_prompts, register_state_resources
 from server.mcp_tools import TOOL_SPECS, strip_doctests, tool_description
 from server.tool_errors import ToolContract, invalid_arguments, shown, tool_message
@@ -139,7 +140,6 @@ def serve_stdio() -> None:
 
 def serve_http(host: str, port: int) -> None:
     """Serve over streamable HTTP at http://HOST:PORT/mcp; ``server.http_transport`` has the binding rules."""
-    from server.http_transport import check_binding, configured_token, run_http
 
     check_binding(host, configured_token())  # refuse before building anything
     _log_to_stderr()

@@ -21,11 +21,14 @@ from pydantic import Field, ValidationError
 
 from server.tool_errors import field_lines
 from skill.errors import SkillError
+from skill.inspection.gate import record_review
+from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionReport, InspectionRequest, ReviewRequest
 from skill.memory.estimate import MemoryEstimate, MemoryRequest, estimate_memory
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import GRPORecipe
 from skill.routing.route import RouteDecision, RouteRequest, route_check
+from skill.runs import jobs
 from skill.runs.jobs import RunList, RunLogs, RunRequest, RunStatus
 
 logger = logging.getLogger("grpo_rlvr.server")
@@ -184,7 +187,6 @@ def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> Inspection
     Next: read every sample, decide whether you agree with each judgment, and send your labels with record_review.
     run_grpo refuses rewards without a passed inspection.
     """
-    from skill.inspection.run import inspect_rewards
 
     return inspect_rewards(request, progress=_progress_reporter(ctx))
 
@@ -216,7 +218,6 @@ def record_review_tool(request: ReviewRequest) -> InspectionReport:
     Next: if failed, fix the reward functions (or the labels' reading) and inspect again; if passed,
     emit_grpo_config.
     """
-    from skill.inspection.gate import record_review
 
     return record_review(request)
 
@@ -289,7 +290,6 @@ def run_grpo_tool(request: RunRequest) -> RunStatus:
 
     Next: run_status with wait_seconds to follow it, run_logs to read its log, cancel_run to stop it.
     """
-    from skill.runs import jobs
 
     return jobs.run_grpo(request)
 
@@ -316,7 +316,6 @@ def run_status_tool(
     Next: on a health warning, re-emit with emit_grpo_config(symptoms=[...]) and start a new run; on failure read
     run_logs. The full metric history is the resource grpo://runs/{run_id}/metrics.
     """
-    from skill.runs import jobs
 
     return jobs.run_status(run_id, wait_seconds, progress=_progress_reporter(ctx))
 
@@ -334,7 +333,6 @@ def run_logs_tool(
 
     Call it when run_status reports a failure or something odd. Returns the lines, oldest first.
     """
-    from skill.runs import jobs
 
     return jobs.run_logs(run_id, lines)
 
@@ -351,7 +349,6 @@ def cancel_run_tool(run_id: RunId) -> RunStatus:
     Its checkpoints stay, so it can be resumed with run_grpo({"request": {"resume_run_id": ...}}). Cancelling a run
     that already ended changes nothing. Returns the run's status.
     """
-    from skill.runs import jobs
 
     return jobs.cancel_run(run_id)
 
@@ -367,6 +364,5 @@ def list_runs_tool() -> RunList:
 
     Call it to find a run id. Next: run_status or run_logs on one of them.
     """
-    from skill.runs import jobs
 
     return jobs.list_runs()

@@ -58,7 +58,7 @@ _HOMES = {
     "RecipeRequest": "skill.recipe.emit",
     "GRPORecipe": "skill.recipe.schema",
     "ModelSpec": "skill.recipe.schema",
-    "DatasetSpec": "skill.recipe.schema",
+    "DatasetSpec": "skill.data",
     "PeftSpec": "skill.recipe.schema",
     "RewardSpec": "skill.rewards.spec",
     "HardwareSpec": "skill.hardware.specs",

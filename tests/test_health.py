@@ -10,7 +10,8 @@ import pytest
 
 from skill.recipe.variants import SYMPTOMS, select_variants
 from skill.rewards.spec import RewardSpec
-from skill.runs.health import _first_last_means, _metric_names, _values, diagnose, symptoms
+from skill.runs.health import diagnose, symptoms
+from skill.runs.series import finite_values, first_last_means, metric_names
 
 N = 40
 EQUAL = [
@@ -64,7 +65,7 @@ def measured(format_: tuple[float, float], correct: tuple[float, float], seed: i
 def test_equal_weights_run_is_flagged_well_formed_but_wrong(seed):
     # Measured: format 0.11 -> 0.85 while correctness fell 0.19 -> 0.12 (first vs last 10 of 40 steps).
     metrics = measured((0.11, 0.85), (0.19, 0.12), seed=seed)
-    first, last = _first_last_means(metrics, CORRECT)
+    first, last = first_last_means(metrics, CORRECT)
     assert last < first
     [warning] = [w for w in diagnose(metrics, EQUAL) if w.code == "reward_divergence"]
     assert warning.severity == "critical"
@@ -198,7 +199,7 @@ def test_too_short_a_series_gives_no_trend_warnings():
         **{FORMAT_: [0.1, 0.5, 0.8, 0.9, 0.95], CORRECT_: [0.3, 0.2, 0.1, 0.05, 0.0]},
     )
     assert diagnose(metrics, EQUAL) == []
-    assert _first_last_means(metrics, "kl") is None
+    assert first_last_means(metrics, "kl") is None
     # Level checks still read a short series.
     short = run(n=3, frac_reward_zero_std=[1.0, 1.0, 1.0])
     assert codes(diagnose(short, EQUAL)) == ["no_learning_signal"]
@@ -211,7 +212,7 @@ def test_none_and_nan_are_skipped_not_read_as_zero():
         metrics[i][CORRECT] = None
         metrics[i + 1][FORMAT] = math.nan
         metrics[i + 2]["entropy"] = "n/a"
-    assert len(_values(metrics, CORRECT)) == N - 6
+    assert len(finite_values(metrics, CORRECT)) == N - 6
     assert "reward_divergence" in codes(diagnose(metrics, EQUAL))
     assert diagnose([{}, {"reward": None}, {"kl": math.inf}] * 4, EQUAL) == []
     assert diagnose([], []) == []
@@ -223,7 +224,7 @@ def test_user_reward_names_match_what_trl_logs():
         RewardSpec(name="format", role="format"),
         RewardSpec(name="format", role="shaping"),
     ]
-    assert [name for _, name in _metric_names(specs)] == ["score", "format", "format_2"]
+    assert [name for _, name in metric_names(specs)] == ["score", "format", "format_2"]
     metrics = run(rewards__score__mean=ramp(0.19, 0.1), rewards__format_2__mean=ramp(0.1, 0.9))
     assert "format_2 (shaping) rose" in diagnose(metrics, specs)[0].message
 

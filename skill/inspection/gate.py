@@ -40,6 +40,15 @@ from skill.state import write_atomically
 FINGERPRINTED_PACKAGES = ("grpo-rlvr", "math-verify", "jsonschema")
 
 
+def _sibling_sources(module: object) -> dict[str, str]:
+    """Hashes of the modules beside a library reward's own (its parser, sandbox or judge backends live there)."""
+    folder = Path(inspect.getfile(module)).parent  # type: ignore[arg-type]
+    return {
+        f"{folder.name}/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.glob("*.py"))
+    }
+
+
 def _fingerprint_parts(specs: list[RewardSpec]) -> dict[str, str]:
     """One hash per reward: its spec, the source of every module defining it, and the library versions."""
     versions = {}
@@ -57,6 +66,8 @@ def _fingerprint_parts(specs: list[RewardSpec]) -> dict[str, str]:
         sources = {
             module.__name__: hashlib.sha256(inspect.getsource(module).encode()).hexdigest() for module in modules
         }
+        if ":" not in spec.name:
+            sources.update(_sibling_sources(modules[0]))
         if spec.name == "length_penalty" and "wrap" in spec.params:
             wrapped = RewardSpec.model_validate({"role": "correctness", **spec.params["wrap"]})
             sources["wrapped"] = _fingerprint_parts([wrapped])[f"0:{wrapped.name}"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, model_validator
 
 from skill.errors import SkillError
+from skill.models.sources import is_embedded
 
 
 class ModelShape(BaseModel):
@@ -364,7 +365,6 @@ def resolve_shape(model: str) -> ModelShape:
     >>> resolve_shape("embedded:SmolLM2-135M-Instruct").hidden
     576
     """
-    from skill.models.sources import is_embedded
 
     if is_embedded(model):
         return SHAPES["smollm2-135m"].shape

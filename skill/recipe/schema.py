@@ -11,10 +11,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skill.data import DatasetSpec
 from skill.hardware.layout import LaunchPlan
 from skill.hardware.specs import HardwareSpec
 from skill.memory.schema import MemoryRequest
+from skill.models.shapes import resolve_shape
 from skill.models.sources import EMBEDDED_MODEL_ID
+from skill.recipe.script import render_script
+from skill.recipe.trl_contract import build_grpo_config
 from skill.recipe.variants import AppliedVariants
 from skill.rewards.spec import RewardSpec
 
@@ -34,24 +38,6 @@ class ModelSpec(BaseModel):
         default=None, gt=0, description="Parameter count in billions; needed for models the project does not know."
     )
     architecture: str | None = Field(default=None, description="Architecture name (e.g. 'LlamaForCausalLM').")
-
-
-class DatasetSpec(BaseModel):
-    """The training prompts."""
-
-    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
-
-    name: str = Field(
-        description="Hugging Face dataset id, a local .jsonl/.json/.csv/.parquet file, or 'embedded:addition'."
-    )
-    split: str = Field(default="train", description="Split to train on.")
-    prompt_column: str = Field(default="prompt", description="Column holding the prompt (text or chat messages).")
-    columns: list[str] = Field(default_factory=list, description="Other columns the rewards read (e.g. 'answer').")
-    max_prompt_tokens: int = Field(
-        default=512,
-        gt=0,
-        description="Longest prompt in tokens; sizes memory. TRL 1.16 does not truncate prompts.",
-    )
 
 
 class PeftSpec(BaseModel):
@@ -119,7 +105,6 @@ class GRPORecipe(BaseModel):
 
     def to_grpo_config(self, output_dir: str = "grpo-output") -> Any:
         """A real ``trl.GRPOConfig``; on a machine that is not the target, device fields are neutralised."""
-        from skill.recipe.trl_contract import build_grpo_config
 
         config, _notes = build_grpo_config(
             self.trl,
@@ -131,7 +116,6 @@ class GRPORecipe(BaseModel):
 
     def memory_request(self) -> Any:
         """The MemoryRequest this recipe implies: every memory-relevant value as the recipe sets it."""
-        from skill.models.shapes import resolve_shape
 
         trl = self.trl
         dtype = (trl.get("model_init_kwargs") or {}).get("dtype", "float32")  # TRL's default load dtype
@@ -157,7 +141,6 @@ class GRPORecipe(BaseModel):
 
     def to_script(self) -> str:
         """A runnable Python script (GRPOConfig + GRPOTrainer) for the target machine."""
-        from skill.recipe.script import render_script
 
         return render_script(self)
 

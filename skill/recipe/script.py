@@ -22,9 +22,9 @@ def _dataset_code(recipe: GRPORecipe) -> list[str]:
         lines = ["from skill.data import addition_dataset", "", "dataset = addition_dataset()"]
     else:
         lines = [
-            "from skill.data import DatasetSource, load_training_dataset",
+            "from skill.data import DatasetSpec, load_training_dataset",
             "",
-            f"dataset = load_training_dataset(DatasetSource(name={spec.name!r}, split={spec.split!r}))",
+            f"dataset = load_training_dataset(DatasetSpec(name={spec.name!r}, split={spec.split!r}))",
         ]
     if spec.prompt_column != "prompt":
         lines.append(f'dataset = dataset.rename_column({spec.prompt_column!r}, "prompt")')

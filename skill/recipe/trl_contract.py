@@ -36,6 +36,7 @@ REMOVED_FIELDS = {
     "vllm_device": "the vLLM server runs as its own process (`trl vllm-serve`); set vllm_server_host/port.",
 }
 
+
 def installed_versions() -> dict[str, str]:
     """Versions of the libraries a recipe depends on, read without importing them.
 

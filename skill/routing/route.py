@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from skill.data import DatasetSource, load_rows
+from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.rewards.registry import build_reward_function
@@ -140,7 +140,7 @@ def probe_rows(probe: ProbeSpec) -> list[dict[str, Any]]:
     elif probe.rows is not None:
         rows = probe.rows
     else:
-        rows = load_rows(DatasetSource(name=probe.dataset or ""), limit=probe.num_prompts)
+        rows = load_rows(DatasetSpec(name=probe.dataset or ""), limit=probe.num_prompts)
     rows = rows[: probe.num_prompts]
     if not rows:
         raise SkillError("The probe has no prompts.", "Send prompts, rows or a non-empty dataset.")

@@ -39,8 +39,7 @@ def columns_read(recipe: GRPORecipe) -> set[str]:
 
 def load_rows(recipe: GRPORecipe) -> list[dict[str, Any]]:
     """The recipe's dataset as rows, the prompt under 'prompt' (a local file, a built-in or a cached hub dataset)."""
-    spec = recipe.dataset
-    return data.load_rows(data.DatasetSource(name=spec.name, split=spec.split, prompt_column=spec.prompt_column))
+    return data.load_rows(recipe.dataset)
 
 
 def check_columns(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec
 from skill.sampling import Progress, SamplingSettings, sample_completions
 
@@ -54,7 +55,6 @@ def evaluate_pass_at_1(
     progress: Progress | None = None,
 ) -> Evaluation:
     """Sample every prompt, score with the verifier (a pass is its full score), and average per prompt."""
-    from skill.rewards.registry import build_reward_function
 
     settings = SamplingSettings(n=samples_per_prompt, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
     groups = sample_completions(model, [row["prompt"] for row in rows], settings, progress)

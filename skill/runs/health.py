@@ -16,23 +16,22 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from skill.recipe.variants import SYMPTOMS
 from skill.rewards.spec import RewardSpec
-
-# Windows. Six points is the least that gives two disjoint windows of three; three points average
-# out one unlucky batch for a level check.
-MIN_TREND_POINTS = 6
-MIN_LEVEL_POINTS = 3
-MIN_WINDOW = 3
-# A change must exceed this many standard errors of the window difference: about a 2.5% one-sided
-# false alarm on a flat noisy series.
-NOISE_Z = 2.0
-# A reward "rises" only by at least this much (on a [0, 1] reward): smaller moves are not progress.
-REWARD_RISE_ABS = 0.05
+from skill.runs.series import (
+    Trend,
+    falls,
+    finite_values,
+    metric_names,
+    point_noise,
+    recent_mean,
+    rises,
+    trend_of,
+)
 
 # 1. Nine groups in ten with identical rewards leave nine tenths of the batch with zero advantage.
 ZERO_STD_LIMIT = 0.9
@@ -98,109 +97,28 @@ class HealthWarning(BaseModel):
     evidence: dict[str, float] = Field(default_factory=dict, description="Window means, ratios, standard errors.")
 
 
-class _Trend(NamedTuple):
-    """First- and last-window means of one series, and the standard error of their difference."""
-
-    first: float
-    last: float
-    se: float
-
-    @property
-    def delta(self) -> float:
-        return self.last - self.first
-
-
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _values(metrics: list[dict[str, Any]], key: str) -> list[float]:
-    """The finite values logged under ``key``, in order; None, NaN and missing points are skipped."""
-    return [v for point in metrics if (v := _finite(point.get(key))) is not None]
-
-
-def _window(n: int) -> int:
-    return max(MIN_WINDOW, n // 4)
-
-
-def _noise(values: list[float]) -> float:
-    """Per-point noise from step-to-step differences (a linear trend shifts them, it does not spread them)."""
-    if len(values) < 3:
-        return 0.0
-    return statistics.stdev(b - a for a, b in zip(values, values[1:], strict=False)) / math.sqrt(2)
-
-
-def _first_last_means(metrics: list[dict[str, Any]], key: str, k: int | None = None) -> tuple[float, float] | None:
-    """Means of the first and last ``k`` finite points of ``key``; None below MIN_TREND_POINTS.
-
-    >>> _first_last_means([{"kl": float(i)} for i in range(8)], "kl")
-    (1.0, 6.0)
-    """
-    trend = _trend(metrics, key, k)
-    return None if trend is None else (trend.first, trend.last)
-
-
-def _trend(metrics: list[dict[str, Any]], key: str, k: int | None = None) -> _Trend | None:
-    values = _values(metrics, key)
-    if len(values) < MIN_TREND_POINTS:
-        return None
-    k = min(k or _window(len(values)), len(values) // 2)
-    se = _noise(values) * math.sqrt(2 / k)
-    return _Trend(statistics.fmean(values[:k]), statistics.fmean(values[-k:]), se)
-
-
-def _recent_mean(metrics: list[dict[str, Any]], key: str) -> float | None:
-    """Mean of the last window of ``key``; None below MIN_LEVEL_POINTS."""
-    values = _values(metrics, key)
-    if len(values) < MIN_LEVEL_POINTS:
-        return None
-    return statistics.fmean(values[-_window(len(values)) :])
-
-
-def _rises(trend: _Trend, floor: float = REWARD_RISE_ABS, z: float = NOISE_Z) -> bool:
-    return trend.delta >= max(floor, z * trend.se)
-
-
-def _falls(trend: _Trend, floor: float = REWARD_RISE_ABS, z: float = NOISE_Z) -> bool:
-    return -trend.delta >= max(floor, z * trend.se)
-
-
 def _num(value: float) -> float:
     return float(f"{value:.4g}")
-
-
-def _metric_names(rewards: list[RewardSpec]) -> list[tuple[RewardSpec, str]]:
-    """Each spec with the name TRL logs it under (as skill.rewards.registry names the functions:
-    a user 'module:function' keeps its function name; a repeated name gets _2, _3, ...)."""
-    seen: dict[str, int] = {}
-    named = []
-    for spec in rewards:
-        base = spec.name.rpartition(":")[2]
-        seen[base] = seen.get(base, 0) + 1
-        named.append((spec, base if seen[base] == 1 else f"{base}_{seen[base]}"))
-    return named
 
 
 def _reward_keys(
     metrics: list[dict[str, Any]], rewards: list[RewardSpec], roles: tuple[str, ...]
 ) -> list[tuple[RewardSpec, str, str]]:
     """(spec, name, key) for the rewards of ``roles`` that have logged means."""
-    named = [(spec, name, f"rewards/{name}/mean") for spec, name in _metric_names(rewards) if spec.role in roles]
-    return [(spec, name, key) for spec, name, key in named if _values(metrics, key)]
+    named = [(spec, name, f"rewards/{name}/mean") for spec, name in metric_names(rewards) if spec.role in roles]
+    return [(spec, name, key) for spec, name, key in named if finite_values(metrics, key)]
 
 
 def _correctness_series(metrics: list[dict[str, Any]], rewards: list[RewardSpec]) -> list[Series]:
     """(label, key, assumed maximum) of the correctness signals; the total ``reward`` when none is logged."""
     found = [(name, key, REWARD_MAX) for _, name, key in _reward_keys(metrics, rewards, CORRECTNESS_ROLES)]
-    if found or not _values(metrics, "reward"):
+    if found or not finite_values(metrics, "reward"):
         return found
     total_max = sum(max(spec.weight, 0.0) for spec in rewards) * REWARD_MAX if rewards else REWARD_MAX
     return [("reward", "reward", total_max)]
 
 
-def _ends(label: str, trend: _Trend) -> dict[str, float]:
+def _ends(label: str, trend: Trend) -> dict[str, float]:
     return {f"{label}_first": trend.first, f"{label}_last": trend.last}
 
 
@@ -215,10 +133,10 @@ def _warning(
 
 
 def _no_learning_signal(metrics: list[dict[str, Any]]) -> HealthWarning | None:
-    recent = _recent_mean(metrics, "frac_reward_zero_std")
+    recent = recent_mean(metrics, "frac_reward_zero_std")
     if recent is None or recent < ZERO_STD_LIMIT:
         return None
-    evidence = {"frac_reward_zero_std_recent": recent, "reward_recent": _recent_mean(metrics, "reward")}
+    evidence = {"frac_reward_zero_std_recent": recent, "reward_recent": recent_mean(metrics, "reward")}
     return _warning(
         "no_learning_signal",
         "critical",
@@ -230,11 +148,11 @@ def _no_learning_signal(metrics: list[dict[str, Any]]) -> HealthWarning | None:
 
 
 def _length_growth(metrics: list[dict[str, Any]], correct: list[Series], max_len: int | None) -> HealthWarning | None:
-    length = _trend(metrics, "completions/mean_length")
-    if length is None or length.first <= 0 or not _rises(length, floor=LENGTH_GROWTH * length.first):
+    length = trend_of(metrics, "completions/mean_length")
+    if length is None or length.first <= 0 or not rises(length, floor=LENGTH_GROWTH * length.first):
         return None
-    trends = [(label, t) for label, key, _ in correct if (t := _trend(metrics, key)) is not None]
-    if not trends or any(_rises(t, z=0.0) for _, t in trends):
+    trends = [(label, t) for label, key, _ in correct if (t := trend_of(metrics, key)) is not None]
+    if not trends or any(rises(t, z=0.0) for _, t in trends):
         return None
     evidence = _ends("length", length) | {"length_growth": length.delta / length.first}
     for label, t in trends:
@@ -254,8 +172,8 @@ def _length_growth(metrics: list[dict[str, Any]], correct: list[Series], max_len
 
 
 def _entropy_collapse(metrics: list[dict[str, Any]]) -> HealthWarning | None:
-    entropy = _trend(metrics, "entropy")
-    if entropy is None or entropy.first <= 0 or not _falls(entropy, floor=0.0):
+    entropy = trend_of(metrics, "entropy")
+    if entropy is None or entropy.first <= 0 or not falls(entropy, floor=0.0):
         return None
     if entropy.last >= ENTROPY_RATIO * entropy.first and entropy.last >= ENTROPY_FLOOR:
         return None
@@ -271,11 +189,11 @@ def _entropy_collapse(metrics: list[dict[str, Any]]) -> HealthWarning | None:
 
 def _clipped(metrics: list[dict[str, Any]], max_len: int | None) -> HealthWarning | None:
     key = "completions/clipped_ratio"
-    recent = _recent_mean(metrics, key)
+    recent = recent_mean(metrics, key)
     if recent is None:
         return None
-    trend = _trend(metrics, key)
-    surge = trend is not None and recent >= CLIPPED_SURGE_FLOOR and recent >= 2 * trend.first and _rises(trend)
+    trend = trend_of(metrics, key)
+    surge = trend is not None and recent >= CLIPPED_SURGE_FLOOR and recent >= 2 * trend.first and rises(trend)
     if recent < CLIPPED_LIMIT and not surge:
         return None
     first = trend.first if trend else None
@@ -291,8 +209,8 @@ def _clipped(metrics: list[dict[str, Any]], max_len: int | None) -> HealthWarnin
 
 
 def _kl_blowup(metrics: list[dict[str, Any]]) -> HealthWarning | None:
-    kl = _trend(metrics, "kl")
-    if kl is None or kl.last < KL_LIMIT or kl.last < KL_RATIO * max(kl.first, 0.0) or not _rises(kl, floor=0.0):
+    kl = trend_of(metrics, "kl")
+    if kl is None or kl.last < KL_LIMIT or kl.last < KL_RATIO * max(kl.first, 0.0) or not rises(kl, floor=0.0):
         return None
     evidence = _ends("kl", kl) | {"ratio": kl.last / kl.first if kl.first > 0 else None}
     return _warning(
@@ -308,13 +226,13 @@ def _kl_blowup(metrics: list[dict[str, Any]]) -> HealthWarning | None:
 def _plateau(metrics: list[dict[str, Any]], correct: list[Series]) -> list[HealthWarning]:
     found = []
     for label, key, top in correct:
-        values = _values(metrics, key)
+        values = finite_values(metrics, key)
         if len(values) < MIN_PLATEAU_POINTS or max(values) > top:
             continue  # too short to split the last half, or the reward's scale is unknown
         half = values[len(values) // 2 :]
         quarter = len(half) // 2
-        se = _noise(half) * math.sqrt(2 / quarter)
-        trend = _Trend(statistics.fmean(half[:quarter]), statistics.fmean(half[quarter:]), se)
+        se = point_noise(half) * math.sqrt(2 / quarter)
+        trend = Trend(statistics.fmean(half[:quarter]), statistics.fmean(half[quarter:]), se)
         level = statistics.fmean(half)
         if level >= NEAR_MAX * top or trend.delta + PLATEAU_Z * trend.se >= PLATEAU_RISE:
             continue
@@ -332,18 +250,18 @@ def _plateau(metrics: list[dict[str, Any]], correct: list[Series]) -> list[Healt
 
 
 def _divergence(metrics: list[dict[str, Any]], rewards: list[RewardSpec]) -> list[HealthWarning]:
-    weights = ", ".join(f"{name} {spec.weight:g}" for spec, name in _metric_names(rewards))
+    weights = ", ".join(f"{name} {spec.weight:g}" for spec, name in metric_names(rewards))
     found = []
     for c_spec, c_name, c_key in _reward_keys(metrics, rewards, CORRECTNESS_ROLES):
-        c = _trend(metrics, c_key)
+        c = trend_of(metrics, c_key)
         if c is None or c.delta > 0:
             continue
-        falling = _falls(c, floor=DIVERGE_FALL_ABS, z=DIVERGE_FALL_Z)
+        falling = falls(c, floor=DIVERGE_FALL_ABS, z=DIVERGE_FALL_Z)
         target = DIVERGE_WEIGHT_RATIO * c_spec.weight
         for a_spec, a_name, a_key in _reward_keys(metrics, rewards, AUXILIARY_ROLES):
-            a = _trend(metrics, a_key)
+            a = trend_of(metrics, a_key)
             heavy = a_spec.weight > target and c.last < NEAR_MAX * REWARD_MAX
-            if a is None or not _rises(a, floor=DIVERGE_AUX_RISE) or not (falling or heavy):
+            if a is None or not rises(a, floor=DIVERGE_AUX_RISE) or not (falling or heavy):
                 continue
             change = (
                 f"Re-weight: {c_name} {c_spec.weight:g}, {a_name} at most {target:g} (now {weights}), so a "
@@ -368,7 +286,7 @@ def _failing(metrics: list[dict[str, Any]]) -> dict[str, float]:
     """Reward name -> recent failure rate, for the rewards failing over FAILURE_LIMIT."""
     keys = sorted({key for point in metrics for key in point if key.startswith("rewards/")})
     rates = {
-        key.removeprefix("rewards/").removesuffix("/failure_rate"): _recent_mean(metrics, key)
+        key.removeprefix("rewards/").removesuffix("/failure_rate"): recent_mean(metrics, key)
         for key in keys
         if key.endswith("/failure_rate")
     }

@@ -17,7 +17,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from skill.errors import SkillError
+from skill.inspection.gate import require_passed_inspection
 from skill.recipe.schema import GRPORecipe
+from skill.runs import checks
+from skill.runs.health import diagnose
 from skill.runs.processes import check_local_processes, local_command, processes_of
 from skill.runs.store import (
     FINAL_STATES,
@@ -131,8 +134,6 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
     eta = per_step * (record.max_steps - step) if per_step and record.max_steps and record.state == "running" else None
     health: list[dict[str, Any]] = []
     if metrics:
-        from skill.runs.health import diagnose
-
         recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
         health = [w.model_dump() for w in diagnose(metrics, recipe.rewards, recipe.trl.get("max_completion_length"))]
     paths = {
@@ -189,8 +190,6 @@ def _spawn(directory: Path, resume: bool, processes: int = 1) -> RunRecord:
 
 def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     """Every check, then the run directory, built aside and renamed into place: never half-written."""
-    from skill.inspection.gate import require_passed_inspection
-    from skill.runs import checks
 
     inspection = require_passed_inspection(recipe.rewards)  # never overridable
     if request.force and not request.force_reason.strip():

@@ -28,7 +28,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from skill.models.sources import resolve_model_path
 from skill.recipe.schema import GRPORecipe
+from skill.recipe.trl_contract import build_grpo_config
+from skill.rewards.registry import build_reward_functions
+from skill.runs.plots import plot_reward_curve
 from skill.runs.store import append_jsonl, read_jsonl, read_record, write_record
 
 KEEP_CHECKPOINTS = 2
@@ -160,11 +164,6 @@ def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -
 def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     from datasets import Dataset
     from trl import GRPOTrainer
-
-    from skill.models.sources import resolve_model_path
-    from skill.recipe.trl_contract import build_grpo_config
-    from skill.rewards.registry import build_reward_functions
-    from skill.runs.plots import plot_reward_curve
 
     record = read_record(run_dir)
     writer = rank() == 0
