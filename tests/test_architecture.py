@@ -179,6 +179,47 @@ def test_function_level_imports_of_the_project_say_why():
     assert unexplained == []
 
 
+# Dependencies point down: a package may import only packages of a lower layer (DESIGN.md §2).
+LAYERS = (
+    ("errors",),
+    ("state", "skill"),  # ``skill`` is the package face; modules read only its __version__
+    ("data", "models"),
+    ("sampling", "hardware", "rewards"),
+    ("memory", "rewards.code", "rewards.judge"),  # the registry reaches these by name, when first asked
+    ("routing",),
+    ("inspection",),
+    ("recipe",),
+    ("runs",),
+    ("demo",),
+    ("server",),
+)
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "server" or len(parts) == 1:
+        return parts[0]
+    if parts[1] == "rewards" and len(parts) > 3 and parts[2] in ("code", "judge"):
+        return f"rewards.{parts[2]}"
+    return parts[1]
+
+
+def test_dependencies_point_down_the_layers():
+    layer = {package: depth for depth, packages in enumerate(LAYERS) for package in packages}
+    modules, edges = import_graph()
+    assert {package_of(name) for name in modules} <= set(layer), "a new package needs a place in LAYERS"
+    upward = sorted(
+        {
+            f"{package_of(edge.importer)} -> {package_of(edge.imported)} ({edge.importer} imports {edge.imported})"
+            for edge in edges
+            if edge.imported in modules
+            and package_of(edge.importer) != package_of(edge.imported)
+            and layer[package_of(edge.importer)] <= layer[package_of(edge.imported)]
+        }
+    )
+    assert upward == []
+
+
 def test_nothing_in_the_core_imports_the_demo():
     _modules, edges = import_graph()
     leaks = [

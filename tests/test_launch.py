@@ -21,7 +21,9 @@ from test_runs import REWARDS, pass_inspection, recipe, wait
 
 from skill.data import addition_rows
 from skill.errors import SkillError
-from skill.hardware.launch import (
+from skill.hardware.specs import HardwareSpec
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.launch import (
     CONFIG_FILE,
     NODE_SCRIPT,
     SCRIPT_FILE,
@@ -29,8 +31,6 @@ from skill.hardware.launch import (
     launch_files,
     write_launch_files,
 )
-from skill.hardware.specs import HardwareSpec
-from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs

@@ -1,7 +1,7 @@
-"""Hardware: GPU specs and the one launch planner (processes, accelerate/DeepSpeed/FSDP2, vLLM, SLURM).
+"""Hardware: GPU specs and the one process layout (who trains and who generates, on which GPUs).
 
-Owns: ``specs`` (GPU table and ``HardwareSpec``), ``layout`` (who trains and who generates, on which
-GPUs: ``layout_processes``, ``node_layouts``) and ``launch`` (the files and commands that start them:
-``launch_files``). ``layout`` imports only ``specs`` and ``errors``, so ``memory`` can use it;
-``launch`` may import ``memory``, ``models`` and ``errors``, and knows the recipe only as a type.
+Owns: ``specs`` (GPU table and ``HardwareSpec``) and ``layout`` (``layout_processes``, ``node_layouts``:
+trainers and the vLLM server on disjoint GPUs). The files that start a recipe on that layout
+(accelerate/DeepSpeed/FSDP2 configs, node and SLURM scripts) are rendered by ``skill.recipe.launch``.
+May import: ``errors`` only, so every package above can use it.
 """

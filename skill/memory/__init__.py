@@ -3,5 +3,5 @@
 Owns: ``schema`` (request, estimate, shared constants), ``components`` (each component in bytes and the
 estimate without remedies), ``remedies`` (the cheapest changes that fit), ``estimate``
 (``estimate_memory``), ``measurement`` (a real CPU step to validate against). May import: ``models``
-(shapes), ``hardware`` (specs and the process layout, never the launch files), ``errors``.
+(shapes), ``hardware`` (specs and the process layout), ``errors``.
 """

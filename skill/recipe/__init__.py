@@ -1,7 +1,8 @@
-"""Recipe: the validated GRPO recipe (``GRPORecipe``) and how it is made.
+"""Recipe: the validated GRPO recipe (``GRPORecipe``), how it is made and how it is rendered.
 
 Owns: ``schema`` (the contract), ``seed`` (the reference values), ``emit`` (``emit_grpo_config``),
-``variants`` (Dr. GRPO, DAPO, GSPO, ...), ``trl_contract`` (what the installed TRL accepts) and
-``script`` (the rendered training script). May import: ``hardware``, ``memory``, ``models``,
-``rewards``, ``inspection`` (the gate), ``routing`` (stored routes), ``data``, ``errors``.
+``variants`` (Dr. GRPO, DAPO, GSPO, ...), ``trl_contract`` (what the installed TRL accepts),
+``script`` (the rendered training script) and ``launch`` (the launch files for GPUs and nodes).
+May import: ``hardware``, ``memory``, ``models``, ``rewards``, ``inspection`` (the gate), ``routing``
+(stored routes), ``data``, ``errors``.
 """

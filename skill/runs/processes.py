@@ -1,7 +1,7 @@
 """Local processes: the worker's command line on this machine (one process, or torchrun with N CPU
 processes and gloo), and the checks that refuse a local multi-process run that cannot work.
 
-GPU targets are launched with ``skill.hardware.launch`` instead. May import: ``memory``, ``recipe``
+GPU targets are launched with ``skill.recipe.launch`` instead. May import: ``memory``, ``recipe``
 (the schema, the group arithmetic), ``runs.checks``, ``errors``.
 """
 
@@ -47,7 +47,7 @@ def check_local_processes(recipe: GRPORecipe, processes: int, force: bool) -> li
     if recipe.hardware.accelerator != "cpu":
         raise SkillError(
             f"processes={processes} is for CPU recipes; a GPU recipe's processes are laid out by its launch plan.",
-            "Send processes=1, or launch the GPU recipe on its target with skill.hardware.launch.launch_files.",
+            "Send processes=1, or launch the GPU recipe on its target with skill.recipe.launch.launch_files.",
         )
     cores = os.cpu_count() or 1
     if processes > cores:

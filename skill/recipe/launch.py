@@ -10,8 +10,9 @@ torchrun then numbers the ranks from each node's real count, node 0 first (measu
 localhost "nodes" of 1 and 2 processes: world size 3, rank 0 on node 0). Rank 0, the only trainer
 that talks to the vLLM server, is thus on node 0.
 
-May import: ``hardware.layout``, ``memory`` (to pick the sharding), ``models.sources``, ``errors``.
-The recipe is only a type here: ``skill.recipe`` imports ``skill.hardware``.
+It renders a recipe, as ``script`` does, and sits in ``recipe`` for that reason: it reads the recipe,
+the memory estimate (to pick the sharding) and ``hardware.layout`` (the one process layout), all of
+which lie below it. May import: ``recipe.schema``, ``hardware``, ``memory``, ``models``, ``errors``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import shlex
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -27,9 +28,7 @@ from skill.errors import SkillError
 from skill.hardware.layout import NodeLayout, gpu_list, node_layouts
 from skill.memory.estimate import estimate_memory
 from skill.models.sources import is_embedded
-
-if TYPE_CHECKING:
-    from skill.recipe.schema import GRPORecipe
+from skill.recipe.schema import GRPORecipe
 
 Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
 CONFIG_FILE = "accelerate_config.yaml"
