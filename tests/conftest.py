@@ -9,6 +9,11 @@ import pytest
 
 from skill.state import STATE_ROOT_ENV
 
+TARGET_TESTS_ENV = "GRPO_RLVR_TARGET_TESTS"
+# tests/target/ runs in the target environment (.venv-target: transformers 5.17, vLLM's CPU build), started
+# by `make test` with its own interpreter; the main run leaves it out.
+collect_ignore = [] if os.environ.get(TARGET_TESTS_ENV) else ["target"]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_state_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
