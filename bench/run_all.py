@@ -99,6 +99,74 @@ def memory_accuracy() -> list[dict]:
     return rows
 
 
+TARGET_PYTHON = BENCH.parent / ".venv-target" / "bin" / "python"
+
+
+def vllm_generation(quick: bool) -> dict:
+    """vLLM vs transformers on this CPU (bench/vllm_generation.py), run in the target environment that has vLLM."""
+    import subprocess
+    import tempfile
+
+    if not TARGET_PYTHON.exists():
+        raise RuntimeError("no .venv-target (vLLM's CPU build): build it with `make target-env`")
+    output = Path(tempfile.mkdtemp(prefix="grpo-bench-vllm-")) / "result.json"
+    command = [str(TARGET_PYTHON), str(BENCH / "vllm_generation.py"), "--json", str(output)]
+    env = {key: value for key, value in os.environ.items() if key != "GRPO_RLVR_HOME"}  # its own state root
+    subprocess.run(command + (["--quick"] if quick else []), check=True, env=env, timeout=3600)
+    return json.loads(output.read_text())
+
+
+def _vllm_rows(outcome: dict, row, missing) -> None:
+    if not outcome.get("ok"):
+        missing("vLLM vs transformers generation (target env)", outcome, "vLLM faster")
+        return
+    g, r = outcome["result"]["generation"], outcome["result"]["runner"]
+    vllm, hf = g["vllm"], g["transformers"]
+    stack = ", ".join(f"{name} {version}" for name, version in outcome["result"].get("versions", {}).items())
+    row(
+        f"generation tok/s, SmolLM2-135M, {g['prompts']} prompts x {g['n']} x {g['tokens']} tokens: vLLM "
+        f"({vllm['dtype'].removeprefix('torch.')}, engine start {vllm['ready_s']:.0f} s) vs transformers generate "
+        f"({hf['dtype'].removeprefix('torch.')}); {stack}",
+        f"{vllm['median_tokens_per_s']:.1f} tok/s",
+        f"{vllm['spread_tokens_per_s']:.1f} tok/s",
+        f"transformers {hf['median_tokens_per_s']:.1f} tok/s (spread {hf['spread_tokens_per_s']:.1f})",
+        f"{g['ratio']:.1f}x",
+        "vLLM faster",
+        "yes" if g["ratio"] > 1 else "no",
+    )
+    row(
+        f"runner s/step, {r['model']}, {r['steps']} steps x 8 x {r['completion_tokens']} tokens: vLLM colocate "
+        f"(wall {r['vllm_wall_s']:.0f} s) vs transformers generation (wall {r['transformers_wall_s']:.0f} s)",
+        f"{r['vllm_s_per_step']:.2f} s",
+        "",
+        f"transformers {r['transformers_s_per_step']:.2f} s",
+        f"{r['ratio']:.2f}x",
+        "vLLM faster",
+        "yes" if r["ratio"] > 1 else "no",
+    )
+
+
+def _weights_moved_row(outcome: dict, row, missing) -> None:
+    """fp32 master weights vs pure bf16 at the seed's learning rate (bench/weights_moved.py)."""
+    if not outcome.get("ok"):
+        missing("weights moved at lr 5e-7 (fp32 master vs pure bf16)", outcome, "fp32 master >= 10x")
+        return
+    r = outcome["result"]
+    master, pure = r["fp32_master"], r["pure_bf16"]
+    ratio = master["layer_moved_fraction"] / max(pure["layer_moved_fraction"], 1e-12)
+    row(
+        f"weights moved after {r['steps']} AdamW steps at lr {r['learning_rate']:g}, {r['model']} decoder layers "
+        f"(all parameters: {master['moved_fraction']:.1%} vs {pure['moved_fraction']:.1%}): fp32 master weights "
+        "under bf16 autocast vs pure bf16",
+        f"{master['layer_moved_fraction']:.1%}",
+        "",
+        f"pure bf16 {pure['layer_moved_fraction']:.2%}",
+        f"{ratio:.0f}x",
+        "fp32 master >= 10x",
+        "yes" if ratio >= 10 else "no",
+    )
+
+
 def render(info: dict, results: dict) -> str:
     lines = (
         [
@@ -193,6 +261,7 @@ def render(info: dict, results: dict) -> str:
         )
     else:
         missing("runner overhead", o, "<= 1.05x")
+    _vllm_rows(results.get("vllm_generation", {}), row, missing)
     d = results.get("demo", {})
     if d.get("ok"):
         r = d["result"]
@@ -231,6 +300,7 @@ def render(info: dict, results: dict) -> str:
             )
     else:
         missing("demo", d, "<= 20 min; correctness >= 3x")
+    _weights_moved_row(results.get("weights_moved", {}), row, missing)
     m = results.get("memory_accuracy", {})
     lines += ["", "## Memory estimator accuracy", ""]
     if m.get("ok"):
@@ -275,6 +345,8 @@ def main() -> int:
             "runner", lambda: _load("runner_overhead").measure(3 if quick else 20, 1 if quick else 2)
         ),
         "memory_accuracy": _run("memory", memory_accuracy),
+        "weights_moved": _run("weights_moved", lambda: _load("weights_moved").measure(steps=2 if quick else 10)),
+        "vllm_generation": _run("vllm", lambda: vllm_generation(quick)),
     }
     if args.demo_json:
         results["demo"] = {"ok": True, "result": json.loads(args.demo_json.read_text())["demo"]}

@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# GPU checks, run on a machine with a CUDA GPU (see DESIGN.md section 6): the memory estimator against
-# measured peaks of real GRPO steps. Packages the GPU machine lacks travel as wheels in wheels/
-# (`make device-wheels` fills it); the SmolLM2 tokenizer travels in .device/tokenizer.
-# Results go to $OUT (or .device/) as gpu_memory.json; commit a dated copy under bench/results/.
+# The GPU check (DESIGN.md section 6): the memory estimator against the measured peaks of real GRPO steps.
+# On a machine with a CUDA GPU, torch, transformers and peft (no trl, no datasets, no network):
+#   bash scripts/device_check.sh
+# after `make device-wheels` filled wheels/ (CPython 3.12, manylinux x86_64) and .device/tokenizer here and both
+# travelled with the checkout. Results go to $OUT (or .device/): gpu.txt, gpu_memory.log, gpu_memory.json;
+# commit a dated copy under bench/results/. Arguments are passed to scripts/gpu_memory_check.py, so the same
+# flow runs end to end on a CPU (tests/target/test_device_check.py):
+#   PYTHON=.venv-target/bin/python DEVICE_TOKENIZER=<dir> bash scripts/device_check.sh --device cpu --tiny
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
 out="${OUT:-.device}"
-mkdir -p "$out" .device/work
-python3 -c "import trl, datasets, pydantic" 2>/dev/null \
-  || python3 -m pip install --quiet --no-index --find-links wheels trl datasets pydantic
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
-python3 -c "import torch, transformers, trl; print('torch', torch.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__)" | tee -a "$out/gpu.txt"
-PYTHONPATH=. python3 scripts/gpu_memory_check.py --device cuda --tokenizer .device/tokenizer \
-  --work .device/work --output "$out/gpu_memory.json" 2>&1 | tee "$out/gpu_memory.log"
+work="${DEVICE_WORK:-.device/work}"
+tokenizer="${DEVICE_TOKENIZER:-.device/tokenizer}"
+mkdir -p "$out" "$work"
+# Only what is missing or too old is installed, from the carried wheels (a no-op where all is satisfied).
+"$PYTHON" -m pip install --quiet --no-index --find-links wheels -r scripts/device_requirements.txt
+if [[ " $* " != *" --device cpu "* ]]; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/gpu.txt"
+fi
+"$PYTHON" -c "import torch, transformers, trl, peft, datasets, pyarrow
+print('torch', torch.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__,
+      'peft', peft.__version__, 'datasets', datasets.__version__, 'pyarrow', pyarrow.__version__)" | tee -a "$out/gpu.txt"
+PYTHONPATH=. "$PYTHON" scripts/gpu_memory_check.py --tokenizer "$tokenizer" --work "$work" \
+  --output "$out/gpu_memory.json" "$@" 2>&1 | tee "$out/gpu_memory.log"

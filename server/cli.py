@@ -111,7 +111,13 @@ def _add_reading_commands(commands: Any) -> None:
     review.add_argument("--reviewer")
     review.add_argument("--agent", action="store_true", help="the reviewer is an agent, not a person")
     review.add_argument("--interactive", action="store_true", help="label sample by sample in the terminal")
-    review.add_argument("--yes", action="store_true", help="accept all without reading (recorded; does not pass)")
+    review.add_argument("--yes", action="store_true", help="accept all without reading: recorded, never passes")
+    review.add_argument(
+        "--accept-unread",
+        metavar="REASON",
+        help="train on these rewards without a read: opens the gate as 'reward not reviewed', stamped on the recipe, "
+        "the run and the model card",
+    )
     review.set_defaults(handler=command_review)
 
 
@@ -144,7 +150,9 @@ def _add_run_commands(commands: Any) -> None:
 def _add_demo_and_serve(commands: Any) -> None:
     """demo (the walkthrough on the embedded model) and serve (the MCP server)."""
     demo = commands.add_parser("demo", help="the main flow on the embedded SmolLM2 and its addition task")
-    demo.add_argument("--yes", action="store_true", help="accept the reward inspection without reading (recorded)")
+    demo.add_argument(
+        "--yes", action="store_true", help="train the demo on its rewards unread (stamped 'reward not reviewed')"
+    )
     demo.add_argument("--recipe-only", action="store_true", help="only emit and print the demo's recipe")
     demo.add_argument("--steps", type=int, default=40)
     demo.add_argument("--eval-prompts", type=int, default=50)

@@ -262,6 +262,8 @@ def command_review(args: argparse.Namespace) -> None:
         request["reviewer_kind"] = "agent"
     if args.yes:
         request["non_interactive"] = True
+    if args.accept_unread is not None:
+        request.update(accept_unread=True, accept_unread_reason=args.accept_unread)
     if not request.get("reviewer"):
         raise SkillError("No reviewer named.", "Send --reviewer NAME (or a labels file that has one).")
     report = record_review(ReviewRequest.model_validate(request))
@@ -277,6 +279,8 @@ def _print_status(status: Any) -> None:
     )
     if status.reason:
         print(f"  reason: {status.reason}")
+    if status.reward_review:
+        print(f"  reward review: {status.reward_review}")
     for point in status.last_metrics[-3:]:
         rewards = " ".join(
             f"{k.split('/')[1]}={v:.3f}"
@@ -333,7 +337,8 @@ def command_demo(args: argparse.Namespace) -> None:
     if not args.recipe_only:
         if not args.yes:
             raise SkillError(
-                "The demo reviews its reward inspection non-interactively and needs your explicit --yes for that.",
+                "The demo trains on its rewards without a read (accept_unread, stamped 'reward not reviewed') and "
+                "needs your explicit --yes for that.",
                 "Run grpo-rlvr demo --yes (make demo does), or inspect and review yourself: grpo-rlvr inspect/review.",
             )
         result = run_demo(steps=args.steps, eval_prompts=args.eval_prompts, samples_per_prompt=args.samples)

@@ -178,14 +178,15 @@ def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> Inspection
     `samples`, or with `generate` to sample the policy here (progress is reported; a hub model not in the local cache
     may be fetched; a judge reward may call its endpoint).
 
-    Returns the report with verdict 'pending': per-reward scores, weighted totals, extracted answers, failures,
-    statistics, flags (constant reward, failures, composite rule, length correlation, saturation, scale imbalance,
-    zero-variance groups), known-hack probes (empty answer tags, candidate lists, echoing the prompt, sys.exit(0),
-    AlwaysEqual, judge master keys...) and `paths` to its Markdown and HTML. The Markdown is also the resource
-    grpo://inspections/{id}.
+    The rewards run in a fresh process (the code on disk). Returns the report with verdict 'pending': per-reward
+    scores, weighted totals, extracted answers, statistics, flags (each blocking one says what to change), hack
+    probes judged by each reward's role and on the weighted total (a well-formed wrong answer, candidate lists,
+    empty/echoed/nonsense/self-praising output, sys.exit(0), AlwaysEqual, judge master keys...) and `paths` to its
+    Markdown and HTML (also the resource grpo://inspections/{id}). A few samples show a deliberately wrong score
+    (attention checks, chosen by the server).
 
-    Next: read every sample, decide whether you agree with each judgment, and send your labels with record_review.
-    run_grpo refuses rewards without a passed inspection.
+    Next: read every sample, decide whether you agree with each judgment, and label every one with record_review.
+    run_grpo refuses rewards without an inspection that opens the gate.
     """
 
     return inspect_rewards(request, progress=_progress_reporter(ctx))
@@ -194,7 +195,7 @@ def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> Inspection
 @_tool(
     "record_review",
     "Record a reader's review of an inspection",
-    _hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+    _hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     {
         "request": {
             "report_id": "insp-20250101-120000-abc123",
@@ -208,15 +209,17 @@ def record_review_tool(request: ReviewRequest) -> InspectionReport:
     """Record whether the reader agrees with the rewards' judgment of each sample of an inspection; decides the gate.
 
     Call it after reading the report inspect_rewards returned. Send the report_id, who read (reviewer and
-    reviewer_kind human|agent) and labels: sample id -> true when you agree with the reward's judgment of that
-    sample, false when you do not. It replaces any earlier review of the same report.
+    reviewer_kind human|agent) and labels for every sample: id -> true when you agree with the rewards' judgment
+    of it, false when you do not. It replaces any earlier review of the same report.
 
-    Returns the report with verdict passed|failed and verdict_reasons. The gate passes with at least 50 labelled
-    samples, zero disagreements, no blocking flag, and every attention check caught (a few samples carry a
-    deliberately wrong score). A non-interactive accept-all is recorded and does not pass.
+    Returns the report with verdict passed|failed|accepted_unread and verdict_reasons. It passes when every
+    sample is labelled, you disagree with every attention check (a deliberately wrong score) and with no real
+    sample, and no flag blocks. A failed review does not say which samples were checks; it adds one and is
+    counted (5 at most per report). An accept-all (non_interactive) never passes. To train on the rewards
+    without a read, send accept_unread=true with accept_unread_reason instead of labels: the gate opens as
+    'reward not reviewed', stamped on the recipe, the run's status, its metrics header and the model card.
 
-    Next: if failed, fix the reward functions (or the labels' reading) and inspect again; if passed,
-    emit_grpo_config.
+    Next: if failed, fix the reward functions (or read again) and inspect again; otherwise emit_grpo_config.
     """
 
     return record_review(request)
@@ -238,7 +241,9 @@ def emit_grpo_config_tool(request: RecipeRequest) -> GRPORecipe:
     overrides with override_reasons.
 
     Returns the recipe: TRL GRPOConfig kwargs, model, method, PEFT, data, rewards, launch plan, the memory estimate
-    and reasons, proven against the installed TRL.
+    and reasons, proven against the installed TRL; its provenance names the inspection that opens the gate for
+    the rewards at the weights TRL will use (reward_review says 'reward not reviewed' when accepted unread). No
+    reward code is imported; a reward module off the allowlist is refused.
 
     Next: check the attached memory estimate (or compare options with estimate_memory), then start it with
     run_grpo({"request": {"recipe": <this result>}}).
@@ -282,11 +287,12 @@ def run_grpo_tool(request: RunRequest) -> RunStatus:
     Call it with the recipe emit_grpo_config returned, after the rewards passed inspection. It refuses, with the
     reason: rewards without a passed inspection (never overridable), a route decision that is not grpo, a recipe that
     does not fit memory (force + force_reason override these two), a target this machine is not (a GPU recipe
-    without a GPU, vLLM not installed), data missing the columns the rewards read. Send resume_run_id instead of a
-    recipe to continue a stopped run from its last checkpoint. A hub model or dataset not in the local cache is
-    fetched by the run.
+    without a GPU, vLLM not installed), data missing the columns the rewards read. The gate is checked on the
+    reward code as it is now, with the weights TRL will use, for a new run and for resume_run_id (continue a
+    stopped run from its last checkpoint), and again in the training process. A hub model or dataset not in the
+    local cache is fetched by the run.
 
-    Returns the run's status with its run_id (state 'starting').
+    Returns the run's status with its run_id (state 'starting') and reward_review.
 
     Next: run_status with wait_seconds to follow it, run_logs to read its log, cancel_run to stop it.
     """
@@ -311,7 +317,8 @@ def run_status_tool(
 
     Returns the state (starting|running|succeeded|failed|cancelled), step and ETA, the last metric points (rewards
     per function, kl, entropy, lengths...), health warnings with the variant or re-weighting to apply, the reason
-    when it ended, and the run's files. With wait_seconds it blocks while the run moves, reporting progress.
+    when it ended, reward_review ('reward not reviewed: ...' when trained unread), and the run's files. With
+    wait_seconds it blocks while the run moves, reporting progress.
 
     Next: on a health warning, re-emit with emit_grpo_config(symptoms=[...]) and start a new run; on failure read
     run_logs. The full metric history is the resource grpo://runs/{run_id}/metrics.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from skill.demo.pipeline import run_demo
+from skill.runs.jobs import run_status
 
 
 @pytest.mark.slow
@@ -21,4 +23,10 @@ def test_demo_pipeline_runs_every_stage_for_real():
     text = "\n".join(lines)
     for stage in ("route_check", "inspect_rewards", "emit_grpo_config", "estimate_memory", "run_grpo"):
         assert stage in text
-    assert "recorded as unread" in text
+    # The demo trains on its rewards unread, and says so on screen, in the run's status and on the model card.
+    assert "review: NOT READ" in text and "reward review: reward not reviewed" in text
+    status = run_status(result.run_id)
+    assert result.reward_review == status.reward_review and status.reward_review.startswith("reward not reviewed")
+    card = (Path(status.paths["final"]) / "README.md").read_text()
+    assert "**Reward not reviewed.**" in card
+    assert json.loads(Path(status.paths["metrics.header.json"]).read_text())["reviewed"] is False

@@ -38,7 +38,7 @@ def test_seed_defaults_on_one_gpu():
     assert (trl["per_device_train_batch_size"], trl["gradient_accumulation_steps"]) == (8, 4)
     assert trl["logging_steps"] == 10 and trl["seed"] == 3407
     assert trl["bf16"] is True and trl["fp16"] is False
-    assert trl["model_init_kwargs"]["dtype"] == "bfloat16"
+    assert trl["model_init_kwargs"]["dtype"] == "float32"  # fp32 master weights under bf16 autocast
     assert trl["use_vllm"] is True and trl["vllm_mode"] == "colocate"
     assert trl["reward_weights"] == [0.2, 1.0]
     assert recipe.launch.training_processes == 1 and recipe.launch.vllm_server_gpus == 0
@@ -47,10 +47,11 @@ def test_seed_defaults_on_one_gpu():
 def test_every_relied_on_value_is_stated_with_a_reason():
     recipe = emit_grpo_config(request())
     # TRL's own defaults differ from the seed on these; the recipe must never inherit them silently.
-    for field in ("beta", "learning_rate", "loss_type", "bf16", "activation_checkpointing", "scale_rewards"):
+    for field in ("beta", "learning_rate", "loss_type", "bf16", "gradient_checkpointing", "scale_rewards"):
         assert field in recipe.trl
+    assert "activation_checkpointing" not in recipe.trl  # the GPU target's transformers (5.17) lacks it
     reasons = {reason.field: reason for reason in recipe.reasons}
-    assert set(reasons) == set(recipe.trl)
+    assert set(reasons) == set(recipe.trl) | {"dataset.max_prompt_tokens"}  # the prompt budget, measured or not
     assert all(reason.reason for reason in reasons.values())
 
 
@@ -87,7 +88,9 @@ def test_cpu_target_has_no_vllm_and_trains_in_fp32():
 def test_gpu_without_bf16_trains_in_fp16():
     recipe = emit_grpo_config(request(hardware=HardwareSpec(gpu_model="T4")))
     assert recipe.trl["fp16"] is True and recipe.trl["bf16"] is False
-    assert recipe.trl["model_init_kwargs"]["dtype"] == "float16"
+    assert recipe.trl["model_init_kwargs"]["dtype"] == "float32"  # fp32 master weights under fp16 autocast
+    lora = emit_grpo_config(request(hardware=HardwareSpec(gpu_model="T4"), method="lora"))
+    assert lora.trl["model_init_kwargs"]["dtype"] == "float16"  # a frozen base
 
 
 def test_lora_raises_the_learning_rate_with_a_reason():
@@ -226,6 +229,9 @@ def test_auto_picks_the_cheapest_method_that_fits(model, gpu, overrides, method)
 def test_recipe_carries_its_memory_estimate_following_its_own_dtype():
     recipe = emit_grpo_config(request())
     estimate = recipe.provenance.memory_estimate
-    # 1.54B parameters in bf16 as the recipe's model_init_kwargs say: ~2.9 GiB, not float32's ~5.8.
-    assert 2.7 < estimate["components"]["weights"] < 3.0
+    # 1.54B parameters in float32 as the full recipe's model_init_kwargs say (fp32 master weights): ~5.8 GiB.
+    assert 5.5 < estimate["components"]["weights"] < 6.0
+    lora = emit_grpo_config(request(method="lora")).provenance.memory_estimate
+    # A LoRA base in bf16: ~2.9 GiB, plus the float32 adapters.
+    assert 2.7 < lora["components"]["weights"] < 3.2
     assert any(line.startswith("Memory: peak") for line in recipe.provenance.validation)

@@ -1,16 +1,22 @@
-"""inspect_rewards and the gate: sound rewards pass, flawed rewards are caught by name, reviews decide."""
+"""inspect_rewards and the gate: sound rewards pass, flawed rewards are caught by name, false blocks are gone,
+probes cover every role, and a read (not agreement) decides the review."""
 
 from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from skill.data import addition_rows
 from skill.errors import SkillError
-from skill.inspection.gate import record_review, require_passed_inspection, reward_fingerprint
+from skill.inspection.attention import committed_answer, decided
+from skill.inspection.fingerprint import reward_fingerprint
+from skill.inspection.gate import record_review, require_passed_inspection
+from skill.inspection.reports import load_report
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
 from skill.rewards.spec import RewardSpec
@@ -53,14 +59,34 @@ def planted(report):
 
 
 def honest_labels(report):
+    """The labels of a reader who found every attention check (from the key: a stand-in for a careful read)."""
     return {sample.id: sample.id not in planted(report) for sample in report.samples}
 
 
+def read_labels(report):
+    """A real read of the addition samples under SOUND, independent of the rewards and of the gold column: the
+    sum from the prompt, the think/answer structure by eye, then agree when both shown scores say the same."""
+    labels = {}
+    for sample in report.samples:
+        a, b = re.findall(r"\d+", sample.prompt[0]["content"])[:2]
+        text = sample.completion
+        body = text.split("</think>\n", 1)
+        well_formed = text.startswith("<think>") and len(body) == 2 and "<think>" not in body[1]
+        well_formed = well_formed and re.fullmatch(r"<answer>[^<]*\S[^<]*</answer>", body[1].strip()) is not None
+        answers = re.findall(r"<answer>(.*?)</answer>", text)
+        right = len(set(answers)) == 1 and answers[0].strip() == str(int(a) + int(b))
+        labels[sample.id] = sample.scores == {"format": float(well_formed), "exact_match": float(right)}
+    return labels
+
+
 def test_sound_composite_passes_the_automatic_checks():
-    report = inspect(SOUND)
+    samples = tagged_samples()
+    report = inspect(SOUND, samples)
     assert [flag.code for flag in report.flags if flag.severity == "blocking"] == []
     assert report.probe_results and not any(probe.hacked for probe in report.probe_results)
-    assert report.verdict == "pending" and len(report.samples) == 60 + 3
+    # The checks are shown in place: the samples shown are exactly the samples sent, no copy and no extra item.
+    assert report.verdict == "pending" and [s.completion for s in report.samples] == [s.completion for s in samples]
+    assert len(planted(report)) >= 3
     assert report.stats["exact_match"].mean is not None and report.samples[0].extracted
     assert Path(report.paths["html"]).is_file() and Path(report.paths["markdown"]).is_file()
 
@@ -75,80 +101,224 @@ def test_sound_composite_passes_the_automatic_checks():
         (RewardSpec(name="flawed_rewards:colon_judge", role="judge"), None, "hack_master_key_0"),
     ],
 )
-def test_each_flawed_reward_is_caught_by_a_named_flag(spec, samples, flag):
+def test_each_flawed_reward_is_caught_by_a_named_flag_that_says_what_to_change(spec, samples, flag):
     rewards = [spec] if spec.role in ("correctness", "judge") else [spec, SOUND[1]]
     report = inspect(rewards, samples)
-    codes = {f.code for f in report.flags if f.severity == "blocking"}
-    assert flag in codes, codes
+    blocking = {f.code: f for f in report.flags if f.severity == "blocking"}
+    assert flag in blocking, blocking
+    assert all(f.fix for f in blocking.values()), [f.code for f in blocking.values() if not f.fix]
 
 
-def test_a_format_regex_without_dotall_is_caught():
+def test_a_format_regex_without_dotall_is_flagged_as_constant_not_blocked():
     multi_line = [s for s in tagged_samples(300) if "\n" in s.completion.split("</think>")[0]][:60]
     report = inspect(
         [RewardSpec(name="flawed_rewards:no_dotall_format", role="format", weight=0.2), SOUND[1]], multi_line
     )
-    assert "constant_reward" in {f.code for f in report.flags if f.reward == "no_dotall_format"}
+    constant = [f for f in report.flags if f.reward == "no_dotall_format" and f.code == "constant_reward"]
+    assert constant and constant[0].severity == "warning" and "DOTALL" in constant[0].message
+
+
+def code_samples(count=60):
+    good = "```python\ndef add(a, b):\n    return a + b\n```"
+    bad = "```python\ndef add(a, b):\n    return a - b\n```"
+    tests = [{"call": "add(1, 2)", "expected": 3}, {"call": "add(2, 2)", "expected": 4}]
+    return [
+        SuppliedSample(
+            prompt="Write add(a, b).", completion=good if i % 3 else bad, columns={"tests": tests}, group=i // 6
+        )
+        for i in range(count)
+    ]
 
 
 def test_exit_code_grading_is_caught_by_the_sys_exit_probe():
+    report = inspect([RewardSpec(name="flawed_rewards:exit_code_grader", role="correctness")], code_samples())
+    assert "hack_sys_exit_0" in {f.code for f in report.flags if f.severity == "blocking"}
+
+
+def test_unit_tests_plus_a_small_format_reward_is_not_blocked_by_code_probes():
+    """The false block seen through MCP: code probes ran against the format reward and blocked the standard pair."""
+    rewards = [
+        RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "code_block"}),
+        RewardSpec(name="unit_tests", role="correctness", weight=1.0),
+    ]
+    report = inspect(rewards, code_samples())
+    assert [f.code for f in report.flags if f.severity == "blocking"] == []
+    on_format = {p.probe for p in report.probe_results if p.reward == "format"}
+    assert not on_format & {"sys_exit_0", "os_exit_0", "always_equal", "print_expected"}
+    assert {"sys_exit_0", "always_equal"} <= {p.probe for p in report.probe_results if p.reward == "unit_tests"}
+    # A well-formed code block scores the format reward, yet at weight 0.2 the total stays under a correct answer.
+    exits = next(p for p in report.probe_results if p.probe == "sys_exit_0")
+    assert exits.total == pytest.approx(0.2) and exits.total_bar == pytest.approx(1.0) and not exits.hacked
+
+
+def test_a_format_reward_at_zero_on_every_sample_is_information_not_a_block():
+    number = re.compile(r"-?\d+")
+    untagged = [
+        s.model_copy(update={"completion": "The answer is " + number.findall(s.completion)[-1] + "."})
+        for s in tagged_samples()
+    ]
+    rewards = [SOUND[0], RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"})]
+    report = inspect(rewards, untagged)
+    constant = [f for f in report.flags if f.code == "constant_reward"]
+    assert constant and constant[0].reward == "format" and constant[0].severity == "warning"
+    assert [f.code for f in report.flags if f.severity == "blocking"] == []
+
+
+def test_a_correctness_reward_alone_is_not_blocked_by_the_composite_rule():
+    report = inspect([SOUND[1]])
+    composite = [f for f in report.flags if f.code == "composite_rule"]
+    assert composite and all(f.severity == "warning" for f in composite)
+    assert [f.code for f in report.flags if f.severity == "blocking"] == []
+
+
+def test_the_composite_rule_blocks_only_when_the_weights_invert_the_order():
+    equal = inspect([SOUND[0].model_copy(update={"weight": 1.0}), SOUND[1]])
+    inverted = inspect([SOUND[0].model_copy(update={"weight": 1.0}), SOUND[1].model_copy(update={"weight": 0.5})])
+    sound = inspect(SOUND)
+    for report in (equal, inverted):
+        blocking = [f for f in report.flags if f.code == "composite_rule" and f.severity == "blocking"]
+        assert blocking and "larger weight" in blocking[0].fix
+    assert not [f for f in sound.flags if f.code == "composite_rule"]
+
+
+def test_a_json_schema_correctness_reward_pays_a_well_formed_wrong_answer_and_is_blocked():
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
     samples = [
-        SuppliedSample(
-            prompt="Write add(a, b).",
-            completion="```python\ndef add(a, b):\n    return a + b\n```",
-            columns={"tests": [{"call": "add(1, 2)", "expected": 3}]},
-        )
-        for _ in range(50)
+        s.model_copy(update={"completion": json.dumps({"answer": int(s.columns["answer"]) + (i % 2)})})
+        for i, s in enumerate(tagged_samples())
     ]
-    samples += [
-        SuppliedSample(
-            prompt="Write add(a, b).",
-            completion="```python\nraise SystemExit(1)\n```",
-            columns={"tests": [{"call": "add(1, 2)", "expected": 3}]},
-        )
-        for _ in range(10)
+    report = inspect([RewardSpec(name="json_schema", role="correctness", params={"schema": schema})], samples)
+    probe = next(p for p in report.probe_results if p.probe == "wrong_well_formed")
+    assert probe.hacked and probe.score == 1.0 and probe.reference_score == 1.0
+    flag = next(f for f in report.flags if f.code == "hack_wrong_well_formed")
+    assert flag.severity == "blocking" and "role 'format'" in flag.fix
+    # The same schema check as a format reward beside exact_match is sound.
+    pair = [
+        RewardSpec(name="json_schema", role="format", weight=0.2, params={"schema": schema}),
+        RewardSpec(name="exact_match", role="correctness", params={"extract": "regex", "regex": r"(-?\d+)"}),
     ]
-    report = inspect([RewardSpec(name="flawed_rewards:exit_code_grader", role="correctness")], samples)
-    assert "hack_sys_exit_0" in {f.code for f in report.flags}
+    assert [f.code for f in inspect(pair, samples).flags if f.severity == "blocking"] == []
 
 
-def test_equal_weights_break_the_composite_rule():
-    equal = [SOUND[0].model_copy(update={"weight": 1.0}), SOUND[1]]
-    report = inspect(equal)
-    assert any(f.code == "composite_rule" and f.severity == "blocking" for f in report.flags)
+def test_probes_cover_every_role():
+    judge = RewardSpec(name="flawed_rewards:colon_judge", role="judge")
+    report = inspect([SOUND[0], judge])
+    by_reward = {}
+    for probe in report.probe_results:
+        by_reward.setdefault(probe.reward, set()).add(probe.probe)
+    assert {"empty_completion", "echo_prompt", "nonsense", "self_praise", "master_key_0"} <= by_reward["colon_judge"]
+    assert {"nonsense", "self_praise", "trailing_junk"} <= by_reward["format"]
+    correctness = {p.probe for p in inspect(SOUND).probe_results if p.reward == "exact_match"}
+    assert {"wrong_well_formed", "candidate_list", "self_praise", "answer_in_reasoning"} <= correctness
+
+
+def test_answer_in_reasoning_blocks_a_reward_reading_the_hidden_answer_not_one_reading_the_final(tmp_path, monkeypatch):
+    """Which reading is right: the answer a completion commits to is the one after </think>."""
+    module = tmp_path / "reasoning_readers.py"
+    module.write_text(
+        "import re\n"
+        "def final_answer(prompts, completions, answer, **kwargs):\n"
+        "    out = []\n"
+        "    for c, a in zip(completions, answer):\n"
+        "        tail = c.split('</think>')[-1]\n"
+        "        found = re.findall(r'<answer>(.*?)</answer>', tail, re.S)\n"
+        "        out.append(1.0 if len(found) == 1 and found[0].strip() == str(a) else 0.0)\n"
+        "    return out\n"
+        "def first_tag(prompts, completions, answer, **kwargs):\n"
+        "    out = []\n"
+        "    for c, a in zip(completions, answer):\n"
+        "        found = re.search(r'<answer>(.*?)</answer>', c, re.S)\n"
+        "        out.append(1.0 if found and found.group(1).strip() == str(a) else 0.0)\n"
+        "    return out\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("GRPO_RLVR_REWARD_PATHS", str(tmp_path))
+    strict = inspect([SOUND[0], RewardSpec(name="reasoning_readers:final_answer", role="correctness")])
+    assert not [p for p in strict.probe_results if p.hacked]
+    assert not [p for p in strict.probe_results if p.probe == "answer_in_reasoning" and p.reward == "format"]
+    loose = inspect([SOUND[0], RewardSpec(name="reasoning_readers:first_tag", role="correctness")])
+    assert "hack_answer_in_reasoning" in {f.code for f in loose.flags if f.severity == "blocking"}
+
+
+def test_attention_checks_are_wrong_whatever_the_real_reward_says():
+    report = inspect(SOUND)
+    key = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())
+    for sample_id, check in key["checks"].items():
+        sample = report.samples[int(sample_id)]
+        verdict = decided(sample.completion, sample.columns["answer"], committed_answer(sample, "exact_match"), True)
+        assert check["decided_by_gold"] and verdict is not None
+        assert check["shown"] == (0.0 if verdict == "correct" else 1.0) == sample.scores["exact_match"]
+    # A reader who judges every sample on its own (the sum from the prompt) passes: no reader is told off for
+    # agreeing with a check that happened to show the true score.
+    passed = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=read_labels(report)))
+    assert passed.verdict == "passed", passed.verdict_reasons
+
+
+def test_a_check_on_a_sample_the_reward_gets_wrong_is_caught_by_disagreeing(tmp_path, monkeypatch):
+    """A reward that misses some correct answers: a check there shows the reward's own (wrong) score, and a
+    reader who disagrees with it has caught the check; disagreeing elsewhere still says the reward needs fixing."""
+    module = tmp_path / "misses_teens.py"
+    module.write_text(
+        "import re\n"
+        "def score(prompts, completions, answer, **kwargs):\n"
+        "    out = []\n"
+        "    for c, a in zip(completions, answer):\n"
+        "        found = re.findall(r'<answer>(.*?)</answer>', c)\n"
+        "        good = len(set(found)) == 1 and found[0].strip() == str(a)\n"
+        "        out.append(1.0 if good and not 13 <= int(a) <= 19 else 0.0)\n"
+        "    return out\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("GRPO_RLVR_REWARD_PATHS", str(tmp_path))
+    report = inspect([SOUND[0], RewardSpec(name="misses_teens:score", role="correctness")])
+    labels = read_labels(report)
+    assert all(labels[i] is False for i in planted(report))  # every check is wrong to a real reader
+    result = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=labels))
+    assert result.verdict == "failed" and "fix the reward there" in " ".join(result.verdict_reasons)
 
 
 def test_sample_count_limits():
     with pytest.raises(SkillError, match="at least 50"):
         inspect(SOUND, tagged_samples(48))
-    assert len(inspect(SOUND, tagged_samples(120), planted=0).samples) == 100
+    assert len(inspect(SOUND, tagged_samples(120)).samples) == 100
 
 
-def test_gate_refuses_then_accepts():
+def test_the_number_of_checks_is_not_the_clients():
+    with pytest.raises(ValidationError, match="planted"):
+        InspectionRequest(rewards=SOUND, samples=tagged_samples(), planted=0)
+
+
+def test_gate_refuses_then_accepts_only_a_read():
     with pytest.raises(SkillError, match="No passed inspection|changed since"):
         require_passed_inspection([SOUND[0].model_copy(update={"weight": 0.15}), SOUND[1]])
     report = inspect(SOUND)
-    labels = honest_labels(report)
+    labels = read_labels(report)
     first_real = next(i for i in labels if labels[i])
     disagreeing = record_review(
         ReviewRequest(report_id=report.id, reviewer="ana", labels={**labels, first_real: False})
     )
-    assert disagreeing.verdict == "failed" and "disagrees" in " ".join(disagreeing.verdict_reasons)
+    assert disagreeing.verdict == "failed" and "do not match a read" in " ".join(disagreeing.verdict_reasons)
     careless = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels={i: True for i in labels}))
-    assert careless.verdict == "failed" and "attention check" in " ".join(careless.verdict_reasons)
+    assert careless.verdict == "failed" and careless.review_attempts == 2
     rubber = record_review(
         ReviewRequest(report_id=report.id, reviewer="bot", reviewer_kind="agent", non_interactive=True)
     )
-    assert rubber.verdict == "passed" and rubber.review.non_interactive  # accepted by policy, recorded as unread
-    passed = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=labels))
-    assert passed.verdict == "passed" and passed.review.reviewer == "ana"
+    assert rubber.verdict == "failed" and "never opens the gate" in " ".join(rubber.verdict_reasons)
+    # Each failed read added a check; a real reader still finds every one.
+    passed = record_review(
+        ReviewRequest(report_id=report.id, reviewer="ana", labels=read_labels(load_report(report.id)))
+    )
+    assert passed.verdict == "passed", passed.verdict_reasons
     assert require_passed_inspection(SOUND).id == report.id
 
 
-def test_blocking_flags_fail_the_gate_even_with_a_clean_review():
+def test_blocking_flags_fail_the_gate_even_with_a_clean_review_or_an_unread_acceptance():
     report = inspect([RewardSpec(name="flawed_rewards:substring_match", role="correctness")])
     result = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=honest_labels(report)))
     assert result.verdict == "failed" and any("candidate_list" in r for r in result.verdict_reasons)
-    unread = record_review(ReviewRequest(report_id=report.id, reviewer="ana", non_interactive=True))
+    unread = record_review(
+        ReviewRequest(report_id=report.id, reviewer="ana", accept_unread=True, accept_unread_reason="in a hurry")
+    )
     assert unread.verdict == "failed"
 
 
@@ -160,13 +330,7 @@ def test_fingerprint_follows_the_source_of_a_user_reward(tmp_path, monkeypatch):
     spec = [RewardSpec(name="editable_reward:score", role="correctness")]
     before, _ = reward_fingerprint(spec)
     module.write_text("def score(prompts, completions, **kwargs):\n    return [0.5 for _ in completions]\n")
-    import importlib
-    import sys
-
-    sys.modules.pop("editable_reward", None)
-    importlib.invalidate_caches()
-    after, _ = reward_fingerprint(spec)
-    assert before != after
+    assert reward_fingerprint(spec)[0] != before  # read from disk, no import and no cache to clear
     assert (
         reward_fingerprint(SOUND)[0] != reward_fingerprint([SOUND[0].model_copy(update={"weight": 0.3}), SOUND[1]])[0]
     )
@@ -193,7 +357,7 @@ def test_route_samples_are_reused_without_sampling_again(tiny_model_dir):
             probe=ProbeSpec(model=str(tiny_model_dir), rows=rows, max_new_tokens=6),
         )
     )
-    report = inspect_rewards(InspectionRequest(rewards=[verifier], route_decision_id=decision.id, planted=0))
+    report = inspect_rewards(InspectionRequest(rewards=[verifier], route_decision_id=decision.id))
     assert report.source == f"route_check probe {decision.id}" and len(report.samples) == 64
     assert {s.group for s in report.samples} == set(range(8))
 

@@ -191,17 +191,143 @@ def test_plans_that_cannot_work_are_refused(tiny_model_dir, tmp_path):
     data.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(20)))
     with pytest.raises(SkillError, match="for GPU targets"):
         launch_files(recipe(tiny_model_dir, data))
-    qlora = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="qlora")
+    qlora = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="qlora", vllm_mode="colocate")
     with pytest.raises(SkillError, match="bnb_4bit_quant_storage"):
         launch_files(qlora, "zero3")
     assert launch_files(qlora).sharding == "ddp"  # never shards an NF4 base on its own
     plain = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8)
     no_server = launch_files(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, use_vllm=False))
     assert "vllm (node 0)" not in no_server.commands and "vllm-serve" not in no_server.files[NODE_SCRIPT]
-    assert no_server.vllm_tensor_parallel_size is None and "stay idle" in no_server.notes[-1]
+    # without a server no GPU is kept for one: all eight train (no idle GPUs)
+    assert no_server.vllm_tensor_parallel_size is None and no_server.training_processes == 8
+    assert not any("stay idle" in note for note in no_server.notes)
     edited = plain.model_copy(update={"launch": plain.launch.model_copy(update={"training_processes": 8})})
     with pytest.raises(SkillError, match="leaves 7 trainers"):
         launch_files(edited)
+
+
+def test_qlora_with_a_vllm_server_is_refused_with_what_works():
+    """trl vllm-serve has no quantization option and TRL streams NF4-packed weights without their scales."""
+    from trl.scripts.vllm_serve import ScriptArguments
+
+    assert not any("quant" in name for name in ScriptArguments.__dataclass_fields__)  # nothing to pass it with
+    assert gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="qlora").trl["vllm_mode"] == "colocate"  # emit
+    served = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="qlora", vllm_mode="server")  # asked for
+    with pytest.raises(SkillError, match="trl#4973") as refused:
+        launch_files(served)
+    assert "'vllm_mode': 'colocate'" in refused.value.fix and "method 'lora'" in refused.value.fix
+    colocated = launch_files(gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="qlora", vllm_mode="colocate"))
+    assert "vllm (node 0)" not in colocated.commands and colocated.needs["bitsandbytes"] == "grpo-rlvr[gpu]"
+    assert launch_files(gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="lora")).vllm_tensor_parallel_size
+
+
+def test_a_70b_lora_plan_whose_first_weight_sync_cannot_fit_is_refused_with_alternatives_that_fit():
+    """Llama-3.1-70B LoRA on 2 x 8 H100: ZeRO-3 shards the training state to ~24 GiB per GPU, but TRL gathers the
+    whole bf16 model (131 GiB plus the fp32 adapters) onto every trainer GPU to merge the adapters at each sync."""
+    from skill.memory.estimate import estimate_memory
+
+    recipe = gpu_recipe("meta-llama/Llama-3.1-70B-Instruct", "H100", 8, 2, method="lora")
+    sharded = estimate_memory(recipe.memory_request().model_copy(update={"sharding": "zero3"}))
+    assert sharded.peak_train_gib < sharded.capacity_gib < sharded.peak_sync_gib
+    with pytest.raises(SkillError, match="first weight sync") as refused:
+        launch_files(recipe)
+    problem, alternatives = refused.value.problem, refused.value.fix
+    assert f"({sharded.components.weight_gather:.1f} GiB)" in problem and "vllm_mode does not matter" in problem
+    assert "'ds3_gather_for_generation': False" in alternatives and "B200" in alternatives
+    with pytest.raises(SkillError, match="first weight sync"):
+        launch_files(recipe.model_copy(update={"trl": {**recipe.trl, "vllm_mode": "colocate"}}), "zero3")
+
+    # The first alternative, applied: generation without vLLM, one layer at a time, never gathers the model.
+    layered = gpu_recipe(
+        "meta-llama/Llama-3.1-70B-Instruct", "H100", 8, 2, "lora", use_vllm=False, ds3_gather_for_generation=False
+    )
+    plan = launch_files(layered)
+    assert plan.sharding == "zero3" and "deepspeed" in plan.needs and "vllm" not in plan.needs
+    assert "ds3_gather_for_generation=False" in plan.files[SCRIPT_FILE]
+    # ... and generation without vLLM under TRL's default ds3_gather_for_generation=True gathers it too.
+    with pytest.raises(SkillError, match="first generation"):
+        launch_files(gpu_recipe("meta-llama/Llama-3.1-70B-Instruct", "H100", 8, 2, "lora", use_vllm=False))
+
+
+def test_peft_under_zero3_that_fits_gets_reentrant_checkpointing_under_the_name_transformers_reads():
+    """Qwen2.5-7B LoRA on 8 H100 under ZeRO-3: the whole-model gather (14 GiB) fits. TRL forces use_reentrant=True
+    for PEFT + ZeRO-3 into gradient_checkpointing_kwargs after the arguments are built, a name transformers >= 5.23
+    no longer reads; the plan's script states it under the kwargs name of the checkpointing field it sets."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8, method="lora")
+    plan = launch_files(recipe, "zero3")
+    flag = "activation_checkpointing" if "activation_checkpointing" in recipe.trl else "gradient_checkpointing"
+    assert f"{flag}_kwargs={{'use_reentrant': True}}" in plan.files[SCRIPT_FILE]
+    assert any(note.startswith(f"{flag}_kwargs=") for note in plan.notes)
+    tree = ast.parse(plan.files[SCRIPT_FILE])
+    call = next(
+        node for node in ast.walk(tree) if isinstance(node, ast.Call) and ast.unparse(node.func) == "GRPOConfig"
+    )
+    kwargs = {word.arg: ast.literal_eval(word.value) for word in call.keywords if word.arg != "output_dir"}
+    built = recipe.model_copy(update={"trl": kwargs}).to_grpo_config()
+    fields = {field.name for field in dataclasses.fields(GRPOConfig)}
+    read = (
+        "activation_checkpointing_kwargs"
+        if "activation_checkpointing_kwargs" in fields
+        else "gradient_checkpointing_kwargs"
+    )
+    assert getattr(built, read) == {"use_reentrant": True}  # what Trainer passes to the model's checkpointing
+    assert launch_files(recipe, "zero2").files[SCRIPT_FILE] == recipe.to_script()  # only ZeRO-3 needs it
+    assert launch_files(gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8), "zero3").files[SCRIPT_FILE] == (
+        gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8).to_script()
+    )  # nor a full fine-tune
+
+
+def test_the_install_hints_name_the_extras_that_install_each_package():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    from skill.recipe.script import INSTALL_HINTS
+
+    project = tomllib.loads((TESTS.parent / "pyproject.toml").read_text())["project"]
+    for module, hint in INSTALL_HINTS.items():
+        requirement = Requirement(hint)
+        assert requirement.name == project["name"]
+        listed = (
+            project["optional-dependencies"][next(iter(requirement.extras))]
+            if requirement.extras
+            else (project["dependencies"])
+        )
+        assert module in {Requirement(line).name for line in listed}, (module, hint)
+
+
+def test_a_node_stops_before_starting_anything_when_a_package_the_plan_needs_is_missing(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("deepspeed") is not None:
+        pytest.skip("deepspeed is installed here: the check would pass and the node would start its processes")
+    plan = launch_files(gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8), "zero3")
+    assert plan.needs["deepspeed"] == "grpo-rlvr[gpu]"
+    write_launch_files(plan, tmp_path)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(tmp_path / NODE_SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "this recipe needs" in done.stderr and "deepspeed" in done.stderr
+    assert "pip install 'grpo-rlvr[gpu]'" in done.stderr
+
+
+@pytest.mark.slow
+def test_the_rendered_script_stops_at_its_start_naming_the_extra_it_needs(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is not None:
+        pytest.skip("bitsandbytes is installed here")
+    recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="qlora", vllm_mode="colocate")
+    script = tmp_path / SCRIPT_FILE
+    script.write_text(recipe.to_script())
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "this recipe needs" in done.stderr and "bitsandbytes" in done.stderr
+    assert "pip install 'grpo-rlvr[gpu]'" in done.stderr
 
 
 def test_write_launch_files(tmp_path):
@@ -257,9 +383,15 @@ def test_slurm_script_starts_each_node_with_its_rank_and_gpus(tmp_path):
     for name, text in scripts.items():
         (shims / name).write_text(text)
         (shims / name).chmod(0o755)
+    # Stand-ins for the packages the plan needs (vLLM is not installed here), so its start-up check passes.
+    packages = tmp_path / "site"
+    for module in plan.needs:
+        (packages / module).mkdir(parents=True)
+        (packages / module / "__init__.py").write_text("")
     log = tmp_path / "calls.jsonl"
     env = {
         **os.environ,
+        "PYTHONPATH": str(packages),
         "PATH": f"{shims}:{Path(sys.executable).parent}:{os.environ['PATH']}",
         "SHIM_LOG": str(log),
         "SLURM_JOB_NODELIST": "node-[a-b]",

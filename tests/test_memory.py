@@ -168,6 +168,61 @@ def test_gpu_smaller_than_the_weights_answers_does_not_fit_with_remedies():
     assert more.fits is True and more.changes["gpus"] > 1
 
 
+TWO_NODES = HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2)
+
+
+def test_peft_under_zero3_gathers_the_whole_model_onto_each_gpu_at_the_weight_sync():
+    """TRL 1.16 merges the adapters under deepspeed.zero.GatheredParameters(list(model.parameters())) at every
+    sync into vLLM: Llama-3.1-70B's bf16 weights (131 GiB) land on each 80 GB card, whatever the vLLM mode."""
+    shape = resolve_shape("meta-llama/Llama-3.1-70B-Instruct")
+    adapters = lora_parameters(shape, 16, "all-linear")
+    for mode in ("server", "colocate"):
+        result = estimate(
+            model="meta-llama/Llama-3.1-70B-Instruct",
+            hardware=TWO_NODES,
+            method="lora",
+            dtype="bfloat16",
+            sharding="zero3",
+            vllm_mode=mode,
+            vllm_enable_sleep_mode=mode == "colocate",
+        )
+        whole = (shape.parameters() * 2 + adapters * 4) / 2**30
+        assert result.components.weight_gather == pytest.approx(whole)
+        assert 131 < shape.parameters() * 2 / 2**30 < 132
+        parts = result.components
+        held = (parts.weights + parts.optimizer + parts.reference + whole) * 1.05 + parts.overhead  # + allocator slack
+        assert result.peak_sync_gib == pytest.approx(held + (parts.vllm if mode == "colocate" else 0), abs=0.01)
+        assert result.fits is False and result.peak_gib == result.peak_sync_gib
+        assert "weight sync into vLLM" in result.warnings[-1]
+        layered = next(remedy for remedy in result.remedies if remedy.name == "generate_layer_by_layer")
+        assert layered.fits and layered.changes == {"use_vllm": False, "ds3_gather_for_generation": False}
+    server = estimate(
+        model="meta-llama/Llama-3.1-70B-Instruct",
+        hardware=TWO_NODES,
+        method="lora",
+        sharding="zero3",
+        vllm_mode="server",
+    )
+    assert server.peak_train_gib < server.capacity_gib  # the sharded step alone would fit
+
+
+def test_what_else_is_gathered_one_parameter_or_the_whole_model_for_generation():
+    shape = resolve_shape("Qwen/Qwen2.5-7B-Instruct")
+    node = HardwareSpec(gpu_model="H100", gpus_per_node=8)
+    common = {"model": "Qwen/Qwen2.5-7B-Instruct", "hardware": node, "dtype": "bfloat16", "training_processes": 8}
+    full = estimate(**common, method="full", sharding="zero3", vllm_mode="server")
+    assert full.components.weight_gather == pytest.approx(shape.vocab * shape.hidden * 2 / 2**30)  # the embedding
+    fitting = estimate(**common, method="lora", sharding="zero3", vllm_mode="server")
+    assert fitting.fits and fitting.components.weight_gather > 14  # the whole 7B model fits beside the shard
+    assert fitting.peak_sync_gib < fitting.capacity_gib
+    generating = estimate(**common, method="lora", sharding="zero3", use_vllm=False)
+    layered = estimate(**common, method="lora", sharding="zero3", use_vllm=False, ds3_gather_for_generation=False)
+    assert generating.peak_sync_gib is None and generating.components.weight_gather > 14
+    assert generating.peak_generate_gib > layered.peak_generate_gib + 14 and layered.components.weight_gather == 0
+    for unsharded in ("none", "zero2"):
+        assert estimate(**common, method="lora", sharding=unsharded).components.weight_gather == 0
+
+
 def test_every_remedy_is_re_estimated_and_helps():
     result = estimate(model="Qwen/Qwen2.5-7B", method="full", activation_checkpointing=False)
     assert result.remedies

@@ -135,7 +135,10 @@ def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dat
     assert read_jsonl(directory / "completions.jsonl")
     assert (directory / "reward_curve.png").stat().st_size > 1000
     card = (directory / "final" / "README.md").read_text()
-    assert "Inspection: insp-" in card
+    assert "Inspection: insp-" in card and "not reviewed" not in card
+    header = json.loads((directory / "metrics.header.json").read_text())
+    assert header["reviewed"] is True and header["reward_review"].startswith("reviewed: human tester read and labelled")
+    assert status.reward_review == header["reward_review"]
     card_recipe = json.loads(card.split("```json", 1)[1].split("```", 1)[0])
     assert card_recipe["trl"]["learning_rate"] == 1e-5 and card_recipe["trl"]["max_steps"] == 3
     record = read_record(directory)

@@ -52,19 +52,27 @@ def vllm_server_size(hardware: HardwareSpec, model_gib_bf16: float) -> int:
     return 1 << (needed - 1).bit_length()
 
 
-def layout_processes(hardware: HardwareSpec, model_gib_bf16: float) -> LaunchPlan:
+def layout_processes(hardware: HardwareSpec, model_gib_bf16: float, vllm_server: bool = True) -> LaunchPlan:
     """Lay out trainer and vLLM processes: colocated on one GPU, a separate vLLM server on several.
 
     ``model_gib_bf16`` sizes the vLLM server (see ``vllm_server_size``), leaving the rest of its GPUs
-    for the KV cache.
+    for the KV cache. Without a server (vLLM colocated, or no vLLM) every GPU trains.
 
     >>> layout_processes(HardwareSpec(gpu_model="H100", gpus_per_node=8), 14.2).training_processes
     7
+    >>> layout_processes(HardwareSpec(gpu_model="H100", gpus_per_node=8), 14.2, vllm_server=False).training_processes
+    8
     >>> layout_processes(HardwareSpec(accelerator="cpu"), 0.3).launcher
     'python'
     """
     if hardware.accelerator == "cpu" or hardware.total_gpus == 1:
         return LaunchPlan(training_processes=1, launcher="python")
+    if not vllm_server:
+        return LaunchPlan(
+            training_processes=hardware.total_gpus,
+            launcher="accelerate",
+            notes=[f"`accelerate launch` with {hardware.total_gpus} training processes; no vLLM server GPUs."],
+        )
     tensor_parallel = vllm_server_size(hardware, model_gib_bf16)
     if tensor_parallel > hardware.gpus_per_node:
         raise SkillError(

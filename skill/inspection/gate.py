@@ -1,145 +1,158 @@
-"""The one gate policy: a passed inspection whose fingerprint matches the rewards, or no training.
+"""The one gate policy: training starts only on rewards whose current code has an opening inspection.
 
-A review passes when at least 50 real samples are labelled, the reader disagrees with none, no flag
-blocks, and every planted attention check is caught. A non-interactive review (``--yes``: accept all
-without a per-sample read) passes when nothing else blocks (no blocking flag); it is recorded as
-exactly that, never counted as a read, and the run's record and model card say the rewards were
-accepted unread.
+``open_gate`` is called wherever training can start: a new run and a resumed run (``runs.jobs``), and
+the training process itself before it builds the trainer (``runs.worker``, in a fresh interpreter).
+``emit_grpo_config`` asks the same question to record the answer in the recipe's provenance. It keys on
+the fingerprint (``inspection.fingerprint``) of the rewards with the weights TRL will use: spec, weight,
+params, every local source file the reward code imports, library versions. A reward edited since, a
+weight changed by an override, a helper module changed, all close the gate.
 
-A reward's fingerprint covers everything that decides what it scores (its spec, the source of the
-modules defining it, the library versions), so the gate knows when a reward changed since it was
-inspected. Owns: ``reward_fingerprint``, ``evaluate_review``, ``record_review``, the passed index,
-``require_passed_inspection``. May import: ``inspection.reports``, ``inspection.schema``, ``rewards``,
-``state``, ``errors``.
+A report opens the gate two ways, never by agreeing with everything:
+
+- **passed**: every shown sample labelled, the labels match a read (every attention check disagreed
+  with, no real sample disagreed with), no blocking flag, and the reward code unchanged since;
+- **accepted_unread**: an explicit, separately named acknowledgement (``accept_unread`` with a reason)
+  that the rewards are trained on without a read. It never clears a blocking flag, and it is stamped
+  "reward not reviewed" on the recipe, the run's status, its metrics header and the model card.
+
+An accept-all (``non_interactive``, ``--yes``) is recorded and never passes. A review that does not
+match a read is answered without saying which samples were checks, is counted, and adds a new check.
+
+Owns: ``record_review``, ``open_gate``, the passed index, the stamps. May import: ``inspection``
+(attention, fingerprint, reports, schema), ``rewards``, ``state``, ``errors``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.metadata
-import inspect
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from skill.errors import SkillError
-from skill.inspection.reports import (
-    inspected_fingerprint_parts,
-    load_report,
-    planted_ids,
-    reports_dir,
-    save_report,
-    stored_reports,
-)
-from skill.inspection.schema import MIN_SAMPLES, InspectionReport, Review, ReviewRequest
-from skill.rewards import base, registry
+from skill.inspection.attention import MAX_FAILED_REVIEWS, add_check, reading_matches
+from skill.inspection.fingerprint import effective_rewards, reward_fingerprint
+from skill.inspection.reports import load_key, load_report, reports_dir, save_key, save_report, stored_reports
+from skill.inspection.schema import GateDecision, InspectionReport, Review, ReviewRequest
 from skill.rewards.spec import RewardSpec
 from skill.state import write_atomically
 
-FINGERPRINTED_PACKAGES = ("grpo-rlvr", "math-verify", "jsonschema")
+NOT_REVIEWED = "reward not reviewed"
+OPENING = ("passed", "accepted_unread")
 
 
-def _sibling_sources(module: object) -> dict[str, str]:
-    """Hashes of the modules beside a library reward's own (its parser, sandbox or judge backends live there)."""
-    folder = Path(inspect.getfile(module)).parent  # type: ignore[arg-type]
-    return {
-        f"{folder.name}/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.glob("*.py"))
-    }
+class GateClosed(SkillError):
+    """No inspection opens the gate for these rewards (as opposed to a request that is itself wrong)."""
 
 
-def _fingerprint_parts(specs: list[RewardSpec]) -> dict[str, str]:
-    """One hash per reward: its spec, the source of every module defining it, and the library versions."""
-    versions = {}
-    for package in FINGERPRINTED_PACKAGES:
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = "absent"
-    parts = {}
-    for position, spec in enumerate(specs):
-        if ":" in spec.name:
-            modules = [importlib.import_module(spec.name.split(":", 1)[0])]
-        else:
-            modules = [inspect.getmodule(registry.registered_reward(spec).build), base]
-        sources = {
-            module.__name__: hashlib.sha256(inspect.getsource(module).encode()).hexdigest() for module in modules
-        }
-        if ":" not in spec.name:
-            sources.update(_sibling_sources(modules[0]))
-        if spec.name == "length_penalty" and "wrap" in spec.params:
-            wrapped = RewardSpec.model_validate({"role": "correctness", **spec.params["wrap"]})
-            sources["wrapped"] = _fingerprint_parts([wrapped])[f"0:{wrapped.name}"]
-        payload = {"spec": spec.model_dump(mode="json"), "sources": sources, "versions": versions}
-        parts[f"{position}:{spec.name}"] = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-    return parts
-
-
-def reward_fingerprint(specs: list[RewardSpec]) -> tuple[str, dict[str, str]]:
-    """The fingerprint of a reward set, and its per-reward parts (to say which reward changed).
-
-    >>> fingerprint, parts = reward_fingerprint([RewardSpec(name="format", role="format")])
-    >>> len(fingerprint), list(parts)
-    (64, ['0:format'])
-    """
-    parts = _fingerprint_parts(specs)
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest(), parts
-
-
-def evaluate_review(report: InspectionReport, review: Review, planted: list[int]) -> list[str]:
-    """Why the gate does not pass (empty: it passes)."""
-    reasons = []
-    for flag in report.flags:
-        if flag.severity == "blocking":
-            reasons.append(f"Fix the reward: {flag.message}")
-    real = [sample.id for sample in report.samples if sample.id not in planted]
-    labelled = [sample_id for sample_id in real if sample_id in review.labels]
-    if len(labelled) < min(MIN_SAMPLES, len(real)):
-        reasons.append(f"Only {len(labelled)} samples labelled; label at least {min(MIN_SAMPLES, len(real))}.")
-    if review.disagreements:
-        reasons.append(
-            f"The reader disagrees with the rewards on samples {review.disagreements}: fix the reward "
-            "function first, then inspect again."
+def _check_request(request: ReviewRequest, report: InspectionReport) -> None:
+    if not request.reviewer.strip():
+        raise SkillError("The review has no reviewer.", "Send the reviewer's name (a person or an agent).")
+    known = {sample.id for sample in report.samples}
+    unknown = sorted(set(request.labels) - known)
+    if unknown:
+        raise SkillError(f"Labels for unknown sample ids {unknown[:10]}.", f"Send ids between 0 and {max(known)}.")
+    if request.accept_unread and (request.labels or request.non_interactive):
+        raise SkillError(
+            "accept_unread is the acknowledgement that nothing was read; it cannot come with labels or an accept-all.",
+            "Send either labels from a read, or accept_unread=true with accept_unread_reason alone.",
         )
-    if review.failed_attention_checks:
-        reasons.append(
-            f"The review missed {review.failed_attention_checks} planted attention check(s) (samples "
-            "shown with a deliberately wrong score were accepted): it is rejected as not read."
+    if request.accept_unread and not request.accept_unread_reason.strip():
+        raise SkillError(
+            "accept_unread needs a reason: it is stamped on the recipe, the run and the model card.",
+            "Send accept_unread_reason saying why these rewards are trained on without a read.",
         )
-    return reasons
+
+
+def _reasons(report: InspectionReport, request: ReviewRequest, planted: list[int]) -> tuple[list[str], bool]:
+    """Why the gate does not open (empty: it opens), and whether the labels failed to match a read."""
+    reasons = [f"Fix the reward: {f.message} {f.fix}".strip() for f in report.flags if f.severity == "blocking"]
+    if reward_fingerprint(report.rewards)[0] != report.reward_fingerprint:
+        reasons.append(
+            "The reward code, a file it imports or a library version changed since this inspection. "
+            "Inspect again (inspect_rewards) and review the new report."
+        )
+    if request.accept_unread:
+        return reasons, False
+    if request.non_interactive:
+        return reasons + [
+            "An accept-all review (non_interactive / --yes) never opens the gate: it reads nothing. Label every "
+            "sample after reading it, or, to train on these rewards unread, send accept_unread=true with "
+            "accept_unread_reason (stamped 'reward not reviewed' on the recipe, the run and the model card)."
+        ], False
+    labelled = [sample.id for sample in report.samples if sample.id in request.labels]
+    if len(labelled) < len(report.samples):
+        reasons.append(
+            f"{len(labelled)} of {len(report.samples)} samples labelled: label every sample (agree or "
+            "disagree with the rewards' judgment of it)."
+        )
+        return reasons, False
+    if not planted:
+        return reasons + [
+            "No attention check could be shown on these samples (no reward gives any sample an "
+            "extreme score), so a read cannot be told from agreement. Send samples where the "
+            "correctness reward both passes and fails."
+        ], False
+    if reading_matches(request.labels, planted):
+        return reasons, False
+    disagreed = sorted(i for i, agree in request.labels.items() if not agree)
+    return reasons + [
+        f"The labels do not match a read of the samples. You disagreed with samples {disagreed}. Either one of "
+        "them is a real sample the reward judges wrongly (fix the reward there, then inspect again), or a score "
+        "you agreed with is deliberately wrong (an attention check: read every sample again). Which of the two, "
+        "and which samples are checks, is not said; this review adds one more check."
+    ], True
+
+
+def _stamp(report: InspectionReport) -> str:
+    review = report.review
+    if review is None:
+        return "no review"
+    if report.verdict == "accepted_unread":
+        return (
+            f"{NOT_REVIEWED}: accepted unread by {review.reviewer_kind} {review.reviewer} "
+            f"({review.accept_unread_reason.strip()}); inspection {report.id}"
+        )
+    return (
+        f"reviewed: {review.reviewer_kind} {review.reviewer} read and labelled {len(review.labels)} samples; "
+        f"inspection {report.id}"
+    )
 
 
 def record_review(request: ReviewRequest) -> InspectionReport:
-    """Store a reader's verdicts and decide the gate: 'passed' or 'failed' with what to fix.
+    """Store a reader's verdicts and decide the gate: 'passed', 'accepted_unread' or 'failed' with what to fix.
 
-    ``labels`` maps sample id to True when the reader agrees with the rewards' judgment of it.
+    ``labels`` maps every shown sample id to True when the reader agrees with the rewards' judgment of it.
     """
-    report_id, reviewer, labels = request.report_id, request.reviewer, request.labels
-    reviewer_kind, non_interactive, notes = request.reviewer_kind, request.non_interactive, request.notes
-    report = load_report(report_id)
-    if not reviewer.strip():
-        raise SkillError("The review has no reviewer.", "Send the reviewer's name (a person or an agent).")
-    known = {sample.id for sample in report.samples}
-    unknown = sorted(set(labels) - known)
-    if unknown:
-        raise SkillError(f"Labels for unknown sample ids {unknown[:10]}.", f"Send ids between 0 and {max(known)}.")
-    planted = planted_ids(report_id)
-    if non_interactive:
-        labels = {sample_id: True for sample_id in known}
-    review = Review(
-        reviewer=reviewer,
-        reviewer_kind=reviewer_kind,
-        labels=labels,
-        non_interactive=non_interactive,
-        notes=notes,
+    report = load_report(request.report_id)
+    _check_request(request, report)
+    reading = not (request.accept_unread or request.non_interactive)
+    if reading and report.review_attempts >= MAX_FAILED_REVIEWS:
+        raise SkillError(
+            f"Inspection {report.id} has had {report.review_attempts} reviews that did not match a read; it takes "
+            "no more.",
+            "Fix the rewards if they judge samples wrongly, then inspect again (inspect_rewards) and read the new "
+            "report.",
+        )
+    key = load_key(report.id)
+    reasons, mismatch = _reasons(report, request, key.get("planted", []))
+    report.review = Review(
+        reviewer=request.reviewer,
+        reviewer_kind=request.reviewer_kind,
+        labels={} if request.non_interactive or request.accept_unread else request.labels,
+        non_interactive=request.non_interactive,
+        accept_unread=request.accept_unread,
+        accept_unread_reason=request.accept_unread_reason.strip(),
+        notes=request.notes,
         recorded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        disagreements=sorted(i for i, agree in labels.items() if not agree and i not in planted),
-        failed_attention_checks=0 if non_interactive else sum(1 for i in planted if labels.get(i, True)),
+        disagreements=sorted(i for i, agree in request.labels.items() if not agree),
     )
-    reasons = evaluate_review(report, review, planted)
-    report.review = review
-    report.verdict = "failed" if reasons else "passed"
+    if mismatch:
+        report.review_attempts += 1
+        add_check(report, key)
+        save_key(report.id, key)
+    report.verdict = "failed" if reasons else ("accepted_unread" if request.accept_unread else "passed")
     report.verdict_reasons = reasons
     saved = save_report(report)
     _index_verdict(report)
@@ -150,42 +163,71 @@ def _index_path() -> Path:
     return reports_dir() / "passed-index.json"
 
 
-def _index_verdict(report: InspectionReport) -> None:
-    """fingerprint -> newest passed report id, so the gate answers without reading every report."""
-    path = _index_path()
-    index = json.loads(path.read_text()) if path.is_file() else {}
-    if report.verdict == "passed":
-        index[report.reward_fingerprint] = report.id
-    elif index.get(report.reward_fingerprint) == report.id:
-        del index[report.reward_fingerprint]
-    write_atomically(path, json.dumps(index, indent=1))
-
-
-def require_passed_inspection(rewards: list[RewardSpec]) -> InspectionReport:
-    """The newest passed inspection of exactly these rewards, or a clear error saying what to do."""
-    fingerprint, parts = reward_fingerprint(rewards)
+def _read_index() -> dict[str, dict[str, str]]:
     index = json.loads(_index_path().read_text()) if _index_path().is_file() else {}
-    if fingerprint in index:
-        report = load_report(index[fingerprint])
-        if report.verdict == "passed" and report.reward_fingerprint == fingerprint:
-            return report
-    same_names = None
-    for report in stored_reports():
-        if report.verdict != "passed":
-            continue
-        if report.reward_fingerprint == fingerprint:
-            return report
-        if same_names is None and [s.name for s in report.rewards] == [s.name for s in rewards]:
-            same_names = report
-    if same_names is not None:
-        old = inspected_fingerprint_parts(same_names.id)
-        changed = [name.split(":", 1)[1] for name, value in parts.items() if old.get(name) != value]
-        raise SkillError(
-            f"Reward function {', '.join(changed) or 'set'} changed since inspection {same_names.id} (spec, source "
-            "or library version).",
-            "Inspect again: inspect_rewards, then record_review.",
+    return {fp: (entry if isinstance(entry, dict) else {"passed": entry}) for fp, entry in index.items()}
+
+
+def _index_verdict(report: InspectionReport) -> None:
+    """fingerprint -> the newest report per opening verdict, so the gate answers without reading every report."""
+    index = _read_index()
+    entry = {kind: rid for kind, rid in index.get(report.reward_fingerprint, {}).items() if rid != report.id}
+    if report.verdict in OPENING:
+        entry[report.verdict] = report.id
+    if entry:
+        index[report.reward_fingerprint] = entry
+    else:
+        index.pop(report.reward_fingerprint, None)
+    write_atomically(_index_path(), json.dumps(index, indent=1))
+
+
+def _opening_report(fingerprint: str) -> InspectionReport | None:
+    entry = _read_index().get(fingerprint, {})
+    for kind in OPENING:  # a read beats an unread acknowledgement
+        if kind in entry:
+            report = load_report(entry[kind])
+            if report.verdict == kind and report.reward_fingerprint == fingerprint:
+                return report
+    return None
+
+
+def open_gate(rewards: list[RewardSpec], trl: Mapping[str, Any] | None = None) -> GateDecision:
+    """The inspection that lets training start on these rewards, and how it was reviewed; or GateClosed saying
+    what to do. ``trl``: the GRPOConfig kwargs training will use; the gate keys on their ``reward_weights``
+    (unset: 1.0 each, as TRL does). Without ``trl``, on the specs' own weights."""
+    weights = [spec.weight for spec in rewards] if trl is None else trl.get("reward_weights")
+    specs = effective_rewards(rewards, weights)
+    fingerprint, parts = reward_fingerprint(specs)
+    report = _opening_report(fingerprint)
+    if report is not None:
+        return GateDecision(
+            inspection_id=report.id,
+            reviewed=report.verdict == "passed",
+            stamp=_stamp(report),
+            reward_fingerprint=fingerprint,
         )
-    raise SkillError(
+    for stored in stored_reports():
+        if stored.verdict in OPENING and [s.name for s in stored.rewards] == [s.name for s in specs]:
+            old = load_key(stored.id).get("fingerprint_parts", {})
+            changed = [name.split(":", 1)[1] for name, value in parts.items() if old.get(name) != value]
+            weights = [s.weight for s in specs]
+            inspected = [s.weight for s in stored.rewards]
+            moved = (
+                f" The weights TRL will use, {weights}, are not the inspected {inspected}."
+                if weights != inspected
+                else ""
+            )
+            raise GateClosed(
+                f"Reward function {', '.join(changed) or 'set'} changed since inspection {stored.id} (spec, weight, "
+                f"source of the reward or a module it imports, or a library version).{moved}",
+                "Inspect again: inspect_rewards, then record_review.",
+            )
+    raise GateClosed(
         "No passed inspection for these reward functions: training on an uninspected reward is how runs reward-hack.",
         "Run inspect_rewards on 50-100 samples and record a review (record_review) that passes.",
     )
+
+
+def require_passed_inspection(rewards: list[RewardSpec]) -> InspectionReport:
+    """The report that opens the gate for these rewards at their own weights (see open_gate)."""
+    return load_report(open_gate(rewards).inspection_id)

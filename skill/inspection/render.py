@@ -45,7 +45,7 @@ def _markdown_summary(report: InspectionReport) -> list[str]:
         f"# Reward inspection {report.id}",
         "",
         f"Verdict: **{report.verdict}**. Samples: {len(report.samples)} ({report.source}). "
-        f"Fingerprint: `{report.reward_fingerprint[:16]}`.",
+        f"Fingerprint: `{report.reward_fingerprint[:16]}`. {_attempts(report)}",
         "",
         "Rewards: " + ", ".join(f"`{s.name}` ({s.role}, weight {s.weight:g})" for s in report.rewards),
         "",
@@ -55,9 +55,18 @@ def _markdown_summary(report: InspectionReport) -> list[str]:
     lines += [
         f"- **{f.severity}** `{f.code}`{f' ({f.reward})' if f.reward else ''}: {f.message}"
         + (f" Samples: {f.evidence}." if f.evidence else "")
+        + (f" **Change:** {f.fix}" if f.fix else "")
         for f in report.flags
     ] or ["- none"]
     return lines
+
+
+def _attempts(report: InspectionReport) -> str:
+    """The review attempts so far, and a reminder of what passes (every sample read and labelled)."""
+    return (
+        f"Reviews that did not match a read: {report.review_attempts}. Label every sample; a few carry a "
+        "deliberately wrong score (attention checks)."
+    )
 
 
 def _markdown_tables(report: InspectionReport) -> list[str]:
@@ -66,11 +75,12 @@ def _markdown_tables(report: InspectionReport) -> list[str]:
         "",
         "## Hack probes",
         "",
-        "| reward | probe | score | honest reward gives | hacked |",
-        "|---|---|---|---|---|",
+        "| reward | probe | score | honest reward gives | total (bar) | hacked |",
+        "|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {p.reward} | {p.probe} | {p.score} | {p.expected} | {'**yes**' if p.hacked else 'no'} |"
+        f"| {p.reward} | {p.probe} | {p.score} | {p.expected} | {p.total} ({p.total_bar}) | "
+        f"{f'**yes**: {p.why}' if p.hacked else 'no'} |"
         for p in report.probe_results
     ]
     lines += [
@@ -153,14 +163,16 @@ def render_html(report: InspectionReport) -> str:
     names = list(report.stats)
     flags = (
         "".join(
-            f"<li class='{f.severity}'>{e(f.severity)} <code>{e(f.code)}</code> {e(f.message)}</li>"
+            f"<li class='{f.severity}'>{e(f.severity)} <code>{e(f.code)}</code> {e(f.message)}"
+            + (f" <b>Change:</b> {e(f.fix)}" if f.fix else "")
+            + "</li>"
             for f in report.flags
         )
         or "<li>none</li>"
     )
     probes = "".join(
         f"<tr><td>{e(p.reward)}</td><td>{e(p.probe)}</td><td>{p.score}</td><td>{e(p.expected)}</td>"
-        f"<td>{'<b>yes</b>' if p.hacked else 'no'}</td></tr>"
+        f"<td>{f'<b>yes</b>: {e(p.why)}' if p.hacked else 'no'}</td></tr>"
         for p in report.probe_results
     )
     stats = "".join(
@@ -189,7 +201,8 @@ def render_html(report: InspectionReport) -> str:
         f"<title>Reward inspection {e(report.id)}</title><style>{_STYLE}</style></head>"
         f"<body data-report='{e(report.id)}'><h1>Reward inspection {e(report.id)}</h1>"
         f"<p>Verdict: <b>{e(report.verdict)}</b>. {len(report.samples)} samples from {e(report.source)}. "
-        "Read each sample: do you agree with the rewards' judgment? Any disagreement means: fix the reward first.</p>"
+        "Read each sample: do you agree with the rewards' judgment? Any disagreement means: fix the reward first. "
+        f"{e(_attempts(report))}</p>"
         f"<h2>Flags</h2><ul>{flags}</ul>"
         "<h2>Hack probes</h2><table><tr><th>reward</th><th>probe</th><th>score</th><th>honest</th><th>hacked</th></tr>"
         f"{probes}</table><h2>Statistics</h2><table><tr><th>reward</th><th>mean</th><th>std</th><th>None</th>"

@@ -1,16 +1,21 @@
 """Inspection report storage under the state root: each report as JSON, Markdown and HTML, and its key.
 
-The key file (``<id>.key.json``) holds what the reader must not see: which samples are planted
-attention checks, and the per-reward fingerprint parts at inspection time (to name the reward that
-changed since). Owns: the reports directory, ``save_report``, ``load_report``, the key file. May
-import: ``inspection.schema``, ``inspection.render``, ``state``, ``errors``.
+The key file (``<id>.key.json``) holds what the reader must not see: which samples are attention
+checks and what they really scored, and the per-reward fingerprint parts at inspection time (to name
+the reward that changed since). The state root's secret (``.attention-secret``, mode 0600) keys the
+choice of checks. No tool or resource serves either. Owns: the reports directory, ``save_report``,
+``load_report``, the key file, the secret. May import: ``inspection.schema``, ``inspection.render``,
+``state``, ``errors``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from skill.errors import SkillError
 from skill.inspection.render import render_html, render_markdown
@@ -56,22 +61,40 @@ def stored_reports() -> Iterator[InspectionReport]:
             yield InspectionReport.model_validate_json(path.read_text())
 
 
-def save_key(report_id: str, planted: list[int], fingerprint_parts: dict[str, str]) -> None:
-    """Store a report's key: its planted sample ids and the per-reward fingerprint parts."""
-    key = reports_dir() / f"{report_id}.key.json"
-    write_atomically(key, json.dumps({"planted": planted, "fingerprint_parts": fingerprint_parts}))
+def save_key(report_id: str, key: dict[str, Any]) -> None:
+    """Store a report's key: ``planted`` (the attention checks' ids), ``checks`` (what each shows and really
+    scored) and ``fingerprint_parts``."""
+    write_atomically(reports_dir() / f"{report_id}.key.json", json.dumps(key))
+
+
+def load_key(report_id: str) -> dict[str, Any]:
+    """A report's key (empty when it is missing)."""
+    path = reports_dir() / f"{validate_identifier(report_id, 'inspection')}.key.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def planted_ids(report_id: str) -> list[int]:
-    """The ids of a report's planted attention checks (none when its key is missing)."""
-    return _key(report_id).get("planted", [])
+    """The ids of a report's attention checks (none when its key is missing)."""
+    return load_key(report_id).get("planted", [])
 
 
 def inspected_fingerprint_parts(report_id: str) -> dict[str, str]:
     """The per-reward fingerprint parts a report was made with (empty when its key is missing)."""
-    return _key(report_id).get("fingerprint_parts", {})
+    return load_key(report_id).get("fingerprint_parts", {})
 
 
-def _key(report_id: str) -> dict:
-    key = reports_dir() / f"{report_id}.key.json"
-    return json.loads(key.read_text()) if key.is_file() else {}
+def attention_secret() -> bytes:
+    """This state root's secret for choosing attention checks, created once (mode 0600, atomically)."""
+    path = reports_dir() / ".attention-secret"
+    if not path.is_file():
+        staged = path.with_name(f".attention-secret-{secrets.token_hex(8)}")
+        descriptor = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_hex(32))
+        try:
+            os.link(staged, path)  # the first writer wins; a concurrent one reads the winner's
+        except FileExistsError:
+            pass
+        finally:
+            staged.unlink()
+    return bytes.fromhex(path.read_text().strip())

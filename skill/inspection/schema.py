@@ -47,7 +47,11 @@ class GenerateSamples(BaseModel):
 
 
 class InspectionRequest(BaseModel):
-    """Which rewards to inspect, and on which samples (exactly one source)."""
+    """Which rewards to inspect, and on which samples (exactly one source).
+
+    A few samples are shown with a deliberately wrong score (attention checks); which and how many is
+    decided by the server, never by the request.
+    """
 
     model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
@@ -55,8 +59,6 @@ class InspectionRequest(BaseModel):
     samples: list[SuppliedSample] | None = None
     route_decision_id: str | None = Field(default=None, description="Reuse a route_check probe's samples.")
     generate: GenerateSamples | None = None
-    planted: int = Field(default=3, ge=0, le=10, description="Attention checks mixed into the review, unmarked.")
-    seed: int = 3407
 
     @model_validator(mode="after")
     def _one_source(self) -> InspectionRequest:
@@ -102,20 +104,26 @@ class Flag(BaseModel):
     severity: Literal["blocking", "warning"]
     reward: str | None = None
     message: str
+    fix: str = Field(default="", description="What to change (every blocking flag says it).")
     evidence: list[int] = Field(default_factory=list, description="Sample ids that show it.")
 
 
 class ProbeResult(BaseModel):
-    """A known hack tried against one reward."""
+    """A known hack tried against one reward, judged by that reward's role and by the weighted total."""
 
     reward: str
     probe: str
     completion: str
     score: float | None
-    expected: str = Field(description="What an honest reward gives it, e.g. '0' or 'below a correct completion'.")
-    reference_score: float | None = Field(description="The reward's score for a correct completion.")
+    expected: str = Field(description="What an honest reward of this role gives it, e.g. '0' or 'below the gold'.")
+    reference_score: float | None = Field(description="The reward's score for the correct completion it compares to.")
+    total: float | None = Field(default=None, description="Weighted total of every reward on it (None counts 0).")
+    total_bar: float | None = Field(
+        default=None, description="The correct-but-malformed total a hacked output must not beat."
+    )
     hacked: bool
-    sample_id: int | None = None
+    why: str = Field(default="", description="Which rule it broke: its role's limit, or the weighted total.")
+    fix: str = Field(default="", description="What to change when hacked.")
 
 
 class Review(BaseModel):
@@ -124,11 +132,12 @@ class Review(BaseModel):
     reviewer: str
     reviewer_kind: Literal["human", "agent"]
     labels: dict[int, bool] = Field(description="sample id -> True when the reader agrees with the judgment.")
-    non_interactive: bool = Field(default=False, description="Accepted everything without a per-sample read.")
+    non_interactive: bool = Field(default=False, description="Accept-all without a per-sample read (never passes).")
+    accept_unread: bool = Field(default=False, description="Trains on the rewards unread, by explicit acknowledgement.")
+    accept_unread_reason: str = ""
     notes: str = ""
     recorded_at: str = ""
-    disagreements: list[int] = Field(default_factory=list)
-    failed_attention_checks: int = 0
+    disagreements: list[int] = Field(default_factory=list, description="The ids the reader labelled 'disagree'.")
 
 
 class InspectionReport(BaseModel):
@@ -144,8 +153,13 @@ class InspectionReport(BaseModel):
     flags: list[Flag]
     probe_results: list[ProbeResult]
     review: Review | None = None
-    verdict: Literal["pending", "passed", "failed"] = "pending"
+    verdict: Literal["pending", "passed", "failed", "accepted_unread"] = Field(
+        default="pending",
+        description="passed: read and labelled; accepted_unread: trained on unread by explicit acknowledgement "
+        "(stamped 'reward not reviewed' on the recipe, the run and the model); failed: see verdict_reasons.",
+    )
     verdict_reasons: list[str] = Field(default_factory=list)
+    review_attempts: int = Field(default=0, description="Reviews of this report whose labels did not match a read.")
     seconds: float = 0.0
     paths: dict[str, str] = Field(default_factory=dict, description="The stored report and its Markdown / HTML.")
 
@@ -158,6 +172,24 @@ class ReviewRequest(BaseModel):
     report_id: str
     reviewer: str = Field(description="Who read the samples: a person's name or an agent's.")
     reviewer_kind: Literal["human", "agent"] = "human"
-    labels: dict[int, bool] = Field(default_factory=dict, description="sample id -> agrees with the judgment.")
-    non_interactive: bool = Field(default=False, description="Accept all without reading (recorded; does not pass).")
+    labels: dict[int, bool] = Field(
+        default_factory=dict, description="sample id -> agrees with the judgment; every shown sample."
+    )
+    non_interactive: bool = Field(default=False, description="Accept all without reading: recorded, never passes.")
+    accept_unread: bool = Field(
+        default=False,
+        description="Train on these rewards without a read: opens the gate as 'reward not reviewed', stamped on "
+        "the recipe, the run's status, its metrics header and the model card. Needs accept_unread_reason; "
+        "never clears a blocking flag.",
+    )
+    accept_unread_reason: str = Field(default="", description="Why the rewards are trained on unread.")
     notes: str = ""
+
+
+class GateDecision(BaseModel):
+    """Why training may start on these rewards: the inspection that opened the gate, and how it was reviewed."""
+
+    inspection_id: str
+    reviewed: bool = Field(description="False when the rewards were accepted unread (accept_unread).")
+    stamp: str = Field(description="'reviewed: ...' or 'reward not reviewed: ...', stamped wherever the run shows.")
+    reward_fingerprint: str

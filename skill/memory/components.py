@@ -10,7 +10,9 @@ Components, each in GiB per device:
 - reference: a second copy of the weights when beta > 0 and no PEFT (with PEFT the reference is the
   base with adapters disabled).
 - activations: what the training forward saves for backward, per token per layer, with or without
-  activation checkpointing (then: each layer's input, plus one layer recomputed during backward).
+  activation checkpointing (then: each layer's input, plus one layer recomputed during backward), in
+  the compute dtype (``memory.precision``: half precision under autocast on GPUs); with float32 master
+  weights, also autocast's half-precision copy of the matmul weights.
 - log-prob: TRL 1.16 computes per-token log-probs through a chunked fused LM head and never builds
   the batch x completion x vocab logits; its peak is one token-by-vocabulary tile (plus float32
   temporaries where Triton is unavailable) and, when the LM head trains, a float32 accumulator of
@@ -19,10 +21,14 @@ Components, each in GiB per device:
   in sleep mode); a vLLM server lives on other GPUs, as many as ``hardware.layout`` gives it, and the
   remaining GPUs are the training processes the state is sharded over.
 - overhead: the CUDA context and allocator slack (on CPU: the Python process with torch loaded).
+- weight gather: whole parameters TRL gathers beside each GPU's shard outside the training step under
+  ZeRO-3 / FSDP (``memory.gather``): with PEFT under ZeRO-3 the whole model at every weight sync into
+  vLLM (its own peak, ``peak_sync_gib``); in generation without vLLM, the whole model unless
+  ``ds3_gather_for_generation=False``.
 
 ``estimate_components`` assembles them into an estimate without remedies (``estimate.estimate_memory``
-adds those). May import: ``memory.schema``, ``hardware`` (specs, the process layout), ``models.shapes``,
-``errors``.
+adds those). May import: ``memory.schema``, ``memory.gather``, ``memory.precision``, ``hardware`` (specs,
+the process layout), ``models.shapes``, ``errors``.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from typing import NamedTuple
 
 from skill.errors import SkillError
 from skill.hardware.layout import layout_processes
+from skill.memory.gather import Gather, gathered, uses_vllm
+from skill.memory.precision import adapter_bytes, autocast_copy_bytes, compute_dtype
 from skill.memory.schema import (
     ALLOCATOR_SLACK,
     CPU_PROCESS_GIB,
@@ -71,13 +79,17 @@ def weight_dtype(request: MemoryRequest) -> str:
     return "bfloat16" if request.hardware.bf16 else "float16"
 
 
-def saved_activation_bytes_per_token(shape: ModelShape, dtype_bytes: int, checkpointing: bool) -> float:
+def saved_activation_bytes_per_token(
+    shape: ModelShape, dtype_bytes: int, checkpointing: bool, residual_bytes: int | None = None
+) -> float:
     """Bytes the training forward keeps for backward, per token, over all layers.
 
     Per layer without checkpointing: two RMSNorms (input, normalised, output: 12h bytes in fp32; 8h
     in half precision, which upcasts to fp32 inside the norm), RoPE'd q and k, v, the attention output
     and its reshaped copy, the attention log-sum-exp, and the gated MLP's gate, activation, up and
-    product. With checkpointing only each layer's input is kept.
+    product. With checkpointing only each layer's input is kept. The residual stream and the norms are in
+    ``residual_bytes`` (the weights' dtype: float32 master weights keep it float32 under autocast), the
+    projections in ``dtype_bytes`` (the compute dtype).
 
     >>> from skill.models.shapes import SHAPES
     >>> saved_activation_bytes_per_token(SHAPES["smollm2-135m"].shape, 4, False) > 10 * \\
@@ -85,9 +97,10 @@ def saved_activation_bytes_per_token(shape: ModelShape, dtype_bytes: int, checkp
     True
     """
     h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
+    residual_bytes = residual_bytes or dtype_bytes
     if checkpointing:
-        return shape.layers * h * dtype_bytes + 12 * h
-    norm_bytes = 12 * h if dtype_bytes == 4 else 8 * h
+        return shape.layers * h * residual_bytes + 12 * h
+    norm_bytes = 12 * h if residual_bytes == 4 else 8 * h
     projections = dtype_bytes * (3 * q + 2 * kv + 4 * f)
     per_layer = 2 * norm_bytes + projections + 4 * shape.heads
     return shape.layers * per_layer + norm_bytes
@@ -211,11 +224,13 @@ def model_state_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: in
     adapters = lora_parameters(shape, request.lora_r, request.lora_targets) if request.method != "full" else 0
     if request.method == "qlora":
         linear = shape.layers * shape.linear_parameters_per_layer()
-        weights = linear * NF4_BYTES_PER_PARAMETER + (parameters - linear) * dtype_bytes + adapters * 4
+        weights = (
+            linear * NF4_BYTES_PER_PARAMETER + (parameters - linear) * dtype_bytes + adapters * adapter_bytes(request)
+        )
     else:
-        weights = parameters * dtype_bytes + adapters * 4
+        weights = parameters * dtype_bytes + adapters * adapter_bytes(request)
     trainable = parameters if request.method == "full" else adapters
-    grad_bytes = dtype_bytes if request.method == "full" else 4
+    grad_bytes = dtype_bytes if request.method == "full" else adapter_bytes(request)
     gradients = trainable * grad_bytes
     state_bytes = 1 if request.optimizer == "adamw_8bit" else grad_bytes
     optimizer = trainable * 2 * state_bytes
@@ -235,13 +250,16 @@ def triton_used(request: MemoryRequest) -> bool:
     return (request.hardware.accelerator != "cpu") if request.triton is None else request.triton
 
 
-def training_workspace_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int) -> tuple[float, float]:
-    """(saved activations, log-prob peak) of one training micro-batch, in bytes."""
+def training_workspace_bytes(
+    request: MemoryRequest, shape: ModelShape, dtype_bytes: int, residual_bytes: int | None = None
+) -> tuple[float, float]:
+    """(saved activations, log-prob peak) of one training micro-batch, in bytes (``dtype_bytes``: the compute
+    dtype; ``residual_bytes``: the weights', which the residual stream keeps)."""
     batch = request.per_device_train_batch_size
     sequence = request.prompt_length + request.completion_length
     tokens = batch * sequence
     checkpointing = request.activation_checkpointing
-    activations = tokens * saved_activation_bytes_per_token(shape, dtype_bytes, checkpointing)
+    activations = tokens * saved_activation_bytes_per_token(shape, dtype_bytes, checkpointing, residual_bytes)
     mask = attention_mask_bytes(shape, batch, sequence, dtype_bytes)
     if checkpointing:
         activations += tokens * recomputed_layer_bytes_per_token(shape, dtype_bytes) + mask / shape.layers
@@ -255,8 +273,7 @@ def training_workspace_bytes(request: MemoryRequest, shape: ModelShape, dtype_by
 
 def generation_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int) -> Generation:
     """A colocated vLLM's share (and the KV cache it leaves), or transformers' KV cache without vLLM."""
-    on_cpu = request.hardware.accelerator == "cpu"
-    use_vllm = (not on_cpu) if request.use_vllm is None else request.use_vllm
+    use_vllm = uses_vllm(request)
     sequence = request.prompt_length + request.completion_length
     kv_per_token = kv_cache_bytes_per_token(shape, dtype_bytes)
     if not use_vllm:
@@ -278,6 +295,42 @@ def generation_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int
     )
 
 
+class Peaks(NamedTuple):
+    """Peak bytes per device of each phase of a GRPO step (the sync phase None without vLLM)."""
+
+    train: float
+    generate: float
+    sync: float | None
+
+
+def phase_peaks(
+    request: MemoryRequest,
+    state: ModelState,
+    workspace: tuple[float, float],
+    generation: Generation,
+    gather: Gather,
+    overhead: float,
+) -> Peaks:
+    """The training step, generation, and the weight sync into vLLM, each with what is alive during it."""
+    activations, logprob = workspace
+    slack = 0.0 if request.hardware.accelerator == "cpu" else ALLOCATOR_SLACK
+    resident = state.weights + state.optimizer + state.reference
+    vllm_during_train = 0.0 if request.vllm_enable_sleep_mode else generation.vllm
+    train = (resident + state.gradients + activations + logprob) * (1 + slack) + vllm_during_train + overhead
+    generation_gather = gather.bytes if gather.during == "generation" else 0.0
+    generate = (resident + generation.kv_cache + generation_gather) * (1 + slack) + generation.vllm + overhead
+    if not uses_vllm(request):
+        return Peaks(train, generate, None)
+    # TRL wakes only a sleeping vLLM's weights for the sync; the KV cache comes back for generation.
+    vllm_dtype = compute_dtype(request, weight_dtype(request))  # vLLM serves in half precision on GPUs
+    vllm_weights = request.shape.parameters() * DTYPE_BYTES[vllm_dtype] if request.shape else 0.0
+    vllm_during_sync = min(generation.vllm, vllm_weights) if request.vllm_enable_sleep_mode else generation.vllm
+    # Gradients are gone by then: the trainer zeroes them with set_to_none after each optimizer step.
+    sync_gather = gather.bytes if gather.during == "sync" else 0.0
+    sync = (resident + sync_gather) * (1 + slack) + vllm_during_sync + overhead
+    return Peaks(train, generate, sync)
+
+
 def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstimate]:
     """Every component, per device, and the estimate assembled from them (without remedies)."""
     request = with_shape(request)
@@ -285,19 +338,16 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
     assert shape is not None  # with_shape guarantees it
     on_cpu = request.hardware.accelerator == "cpu"
     dtype = weight_dtype(request)
-    b = DTYPE_BYTES[dtype]
+    b, compute = DTYPE_BYTES[dtype], compute_dtype(request, dtype)  # autocast: half-precision activations, vLLM
     state = model_state_bytes(request, shape, b)
-    activations, logprob = training_workspace_bytes(request, shape, b)
-    generation = generation_bytes(request, shape, b)
+    activations, logprob = training_workspace_bytes(request, shape, DTYPE_BYTES[compute], b)
+    activations += autocast_copy_bytes(request, shape, dtype)
+    generation = generation_bytes(request, shape, DTYPE_BYTES[compute])
+    whole_weights = model_state_bytes(request.model_copy(update={"sharding": "none"}), shape, b).weights
+    gather = gathered(request, shape, whole_weights, b)
     overhead_gib = CPU_PROCESS_GIB if on_cpu else CUDA_CONTEXT_GIB
-
-    resident = state.weights + state.optimizer + state.reference
-    train_tensors = resident + state.gradients + activations + logprob
-    vllm_during_train = 0.0 if request.vllm_enable_sleep_mode else generation.vllm
-    slack = 0.0 if on_cpu else ALLOCATOR_SLACK
-    peak_train = (train_tensors * (1 + slack) + vllm_during_train) / GIB + overhead_gib
-    peak_generate = ((resident + generation.kv_cache) * (1 + slack) + generation.vllm) / GIB + overhead_gib
-    peak = max(peak_train, peak_generate)
+    peaks = phase_peaks(request, state, (activations, logprob), generation, gather, overhead_gib * GIB)
+    peak = max(peaks.train, peaks.generate, peaks.sync or 0.0) / GIB
     components = Components(
         weights=state.weights / GIB,
         gradients=state.gradients / GIB,
@@ -308,12 +358,16 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
         generation_kv_cache=generation.kv_cache / GIB,
         vllm=generation.vllm / GIB,
         overhead=overhead_gib,
+        weight_gather=gather.bytes / GIB,
     )
     sequence = request.prompt_length + request.completion_length
     assumptions = generation.assumptions + [
-        f"{dtype} weights; {'checkpointed' if request.activation_checkpointing else 'full'} activations for "
+        f"{dtype} weights{f' under {compute} autocast' if compute != dtype else ''}; "
+        f"{'checkpointed' if request.activation_checkpointing else 'full'} activations for "
         f"{request.per_device_train_batch_size} x {sequence} tokens; overhead {overhead_gib} GiB is modelled."
     ]
+    if gather.reason:
+        assumptions.append(f"Weight gather: {gather.reason}.")
     capacity = capacity_gib(request)
     estimate = MemoryEstimate(
         target="cpu" if on_cpu else "gpu",
@@ -321,13 +375,26 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
         parameters_b=shape.parameters() / 1e9,
         trainable_parameters_b=state.trainable / 1e9,
         components=components,
-        peak_train_gib=round(peak_train, 3),
-        peak_generate_gib=round(peak_generate, 3),
+        peak_train_gib=round(peaks.train / GIB, 3),
+        peak_generate_gib=round(peaks.generate / GIB, 3),
+        peak_sync_gib=None if peaks.sync is None else round(peaks.sync / GIB, 3),
         peak_gib=round(peak, 3),
         fits=peak <= capacity and not generation.warnings,
         headroom_gib=round(capacity - peak, 3),
         vllm_kv_cache_tokens=generation.vllm_tokens,
-        warnings=generation.warnings,
+        warnings=generation.warnings + gather_warnings(gather, peaks, capacity),
         assumptions=assumptions,
     )
     return components, estimate
+
+
+def gather_warnings(gather: Gather, peaks: Peaks, capacity: float) -> list[str]:
+    """Say so when the gather is what does not fit, so the verdict names its cause."""
+    phase = peaks.sync if gather.during == "sync" else peaks.generate
+    if not gather.bytes or phase is None or phase / GIB <= capacity:
+        return []
+    where = "the weight sync into vLLM" if gather.during == "sync" else "generation"
+    return [
+        f"{gather.reason[0].upper()}{gather.reason[1:]}: {where} needs {phase / GIB:.1f} GiB of {capacity:.1f} GiB "
+        "per GPU, so the run would stop there (out of memory) even where the training step fits."
+    ]

@@ -1,7 +1,8 @@
 """Ways to make a GRPO setup fit, cheapest first, each re-estimated with the change applied.
 
 Only options the installed TRL supports are offered (``use_liger_kernel`` is deprecated there).
-May import: ``memory.schema``, ``memory.components``, ``hardware`` (the process layout), ``errors``.
+May import: ``memory.schema``, ``memory.components``, ``memory.gather``, ``hardware`` (the process layout),
+``errors``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from skill.memory.components import (
     weight_dtype,
     with_shape,
 )
+from skill.memory.gather import gathers_whole_model
+from skill.memory.precision import compute_dtype
 from skill.memory.schema import DTYPE_BYTES, GIB, MemoryRequest, Remedy
 
 MAX_GPUS_SUGGESTED = 64
@@ -85,12 +88,16 @@ def _training_candidates(request: MemoryRequest, on_gpu: bool) -> Iterator[Candi
             method="lora",
         )
     if request.method != "qlora" and on_gpu:
+        # A sharded NF4 base needs bnb_4bit_quant_storage, which no recipe sets: QLoRA keeps the base whole.
+        unshard = {"sharding": "none"} if request.sharding in ("zero3", "fsdp") else {}
         yield _changed(
             request,
             "qlora",
-            "NF4 base (bitsandbytes): slower steps, a small quality loss",
-            {"method": "qlora"},
+            "NF4 base (bitsandbytes): slower steps, a small quality loss"
+            + ("; the NF4 base is not sharded (DDP)" if unshard else ""),
+            {"method": "qlora", **unshard},
             method="qlora",
+            **unshard,
         )
 
 
@@ -117,6 +124,16 @@ def candidates(request: MemoryRequest) -> Iterator[Candidate]:
             {"use_vllm": False},
             use_vllm=False,
         )
+    if on_gpu and gathers_whole_model(request):
+        yield _changed(
+            request,
+            "generate_layer_by_layer",
+            "transformers generation that fetches one layer at a time under ZeRO-3 (TRL's ds3_gather_for_generation="
+            "False): much slower sampling, but the whole model is never gathered onto one GPU",
+            {"use_vllm": False, "ds3_gather_for_generation": False},
+            use_vllm=False,
+            ds3_gather_for_generation=False,
+        )
     if on_gpu and request.sharding == "none" and (request.training_processes or request.hardware.total_gpus) > 1:
         yield _changed(
             request,
@@ -136,7 +153,7 @@ def smallest_vllm_share(request: MemoryRequest) -> float:
     """
     shape = with_shape(request).shape
     assert shape is not None  # with_shape guarantees it
-    b = DTYPE_BYTES[weight_dtype(request)]
+    b = DTYPE_BYTES[compute_dtype(request, weight_dtype(request))]  # vLLM serves in half precision on GPUs
     tokens = request.per_device_train_batch_size * request.steps_per_generation
     tokens *= request.prompt_length + request.completion_length
     needed = shape.parameters() * b + 0.5 * GIB + tokens * kv_cache_bytes_per_token(shape, b)

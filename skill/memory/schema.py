@@ -45,6 +45,11 @@ class MemoryRequest(BaseModel):
     dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
         default=None, description="Weight dtype; default: bf16 / fp16 / fp32 as the GPU or CPU supports."
     )
+    mixed_precision: bool | None = Field(
+        default=None,
+        description="Train under bf16/fp16 autocast (GRPOConfig bf16/fp16): activations, caches and vLLM in half "
+        "precision while the weights keep `dtype` (float32 master weights in a full fine-tune); default: on GPUs.",
+    )
     lora_r: int = Field(default=16, gt=0)
     lora_targets: Literal["all-linear", "attention"] = "all-linear"
     optimizer: Literal["adamw", "adamw_8bit"] = "adamw"
@@ -58,6 +63,11 @@ class MemoryRequest(BaseModel):
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, lt=1)
     vllm_enable_sleep_mode: bool = False
+    ds3_gather_for_generation: bool = Field(
+        default=True,
+        description="GRPOConfig's field: under ZeRO-3, generation without vLLM gathers the whole model (TRL's "
+        "default); False fetches one layer at a time (slower, no full copy).",
+    )
     sharding: Sharding = "none"
     training_processes: int | None = Field(default=None, gt=0, description="Default: every GPU trains.")
     triton: bool | None = Field(default=None, description="Triton kernels for the log-prob; default: on GPUs.")
@@ -75,6 +85,11 @@ class Components(BaseModel):
     generation_kv_cache: float = Field(description="KV cache of generation without vLLM (transformers).")
     vllm: float
     overhead: float
+    weight_gather: float = Field(
+        default=0.0,
+        description="Whole parameters gathered at once beside the shard outside the training step (ZeRO-3 / FSDP): "
+        "the whole model for PEFT's weight sync into vLLM under ZeRO-3, else one parameter.",
+    )
 
 
 class Remedy(BaseModel):
@@ -97,6 +112,9 @@ class MemoryEstimate(BaseModel):
     components: Components
     peak_train_gib: float
     peak_generate_gib: float
+    peak_sync_gib: float | None = Field(
+        default=None, description="Peak while TRL syncs the weights into vLLM (None without vLLM)."
+    )
     peak_gib: float
     fits: bool
     headroom_gib: float
@@ -112,7 +130,8 @@ class MemoryEstimate(BaseModel):
             f"GRPO memory per {device}: peak {self.peak_gib:.2f} GiB of {self.capacity_gib:.1f} GiB "
             f"({'fits' if self.fits else 'does NOT fit'}; headroom {self.headroom_gib:.2f} GiB)",
             f"  parameters {self.parameters_b:.3f}B, trainable {self.trainable_parameters_b:.4f}B",
-            f"  training step {self.peak_train_gib:.2f} GiB, generation {self.peak_generate_gib:.2f} GiB",
+            f"  training step {self.peak_train_gib:.2f} GiB, generation {self.peak_generate_gib:.2f} GiB"
+            + (f", weight sync into vLLM {self.peak_sync_gib:.2f} GiB" if self.peak_sync_gib is not None else ""),
         ]
         lines.extend(f"  {name:20s} {value:8.3f} GiB" for name, value in self.components.model_dump().items())
         lines.extend(f"  warning: {warning}" for warning in self.warnings)

@@ -72,15 +72,30 @@ def _build_into(target: Path, build) -> Path:
     return target
 
 
+def _tokenizer_from_gguf(gguf: Path):
+    """The GGUF's tokenizer with the special tokens the file declares. transformers < 5.18 converts this file
+    with eos = ``<|im_start|>`` and no pad token, although its ``tokenizer.ggml.eos_token_id`` and
+    ``padding_token_id`` are both 2 (``<|im_end|>``, the end of a chat turn); vLLM stops generation at the eos."""
+    from gguf import GGUFReader
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    fields = GGUFReader(str(gguf)).fields
+    for attribute, key in (
+        ("eos_token", "tokenizer.ggml.eos_token_id"),
+        ("pad_token", "tokenizer.ggml.padding_token_id"),
+    ):
+        field = fields.get(key)
+        if field is not None:
+            setattr(tokenizer, attribute, tokenizer.convert_ids_to_tokens(int(field.parts[field.data[0]][0])))
+    return tokenizer
+
+
 def embedded_tokenizer_dir() -> Path:
     """A directory holding the embedded model's tokenizer (with its chat template), built once."""
 
     def build(directory: Path) -> None:
-        from transformers import AutoTokenizer
-
-        gguf = embedded_gguf_path()
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        tokenizer.save_pretrained(directory)
+        _tokenizer_from_gguf(embedded_gguf_path()).save_pretrained(directory)
 
     return _publish_atomically(state_dir("cache") / "SmolLM2-135M-Instruct-tokenizer", build)
 
@@ -89,7 +104,7 @@ def embedded_model_dir() -> Path:
     """A directory holding the embedded model as float32 safetensors plus tokenizer, built once."""
 
     def build(directory: Path) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
         gguf = embedded_gguf_path()
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -100,7 +115,7 @@ def embedded_model_dir() -> Path:
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(directory)
-        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(directory)
+        _tokenizer_from_gguf(gguf).save_pretrained(directory)
 
     return _publish_atomically(state_dir("cache") / "SmolLM2-135M-Instruct", build)
 
@@ -116,11 +131,12 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
-def save_tiny_random_model(directory: Path, seed: int = 0) -> Path:
+def save_tiny_random_model(directory: Path, seed: int = 0, head_dim: int = 16) -> Path:
     """A 2-layer Llama with random weights and the embedded SmolLM2 tokenizer, saved for smoke runs.
 
     Fast enough for a GRPO step in about a second on CPU; saved rather than kept in memory because with
-    beta > 0 and no PEFT, TRL rebuilds the reference model from the policy's name_or_path.
+    beta > 0 and no PEFT, TRL rebuilds the reference model from the policy's name_or_path. vLLM's CPU
+    attention takes head sizes 32, 64, 80, ... only: a model for vLLM needs ``head_dim=32`` or more.
     """
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -133,7 +149,7 @@ def save_tiny_random_model(directory: Path, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        head_dim=16,
+        head_dim=head_dim,
         max_position_embeddings=512,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,

@@ -18,10 +18,12 @@ from skill import __version__
 from skill.errors import SkillError
 from skill.hardware.layout import layout_processes
 from skill.hardware.specs import HardwareSpec
-from skill.inspection.gate import require_passed_inspection
+from skill.inspection.gate import GateClosed, open_gate
 from skill.memory.estimate import estimate_memory
 from skill.models.shapes import known_model_names, known_parameters_b, parameters_from_local_dir
 from skill.models.sources import EMBEDDED_MODEL_ID, is_embedded
+from skill.recipe.precision import check_master_weights, precision_fields
+from skill.recipe.prompts import size_prompt_budget
 from skill.recipe.schema import (
     DatasetSpec,
     GRPORecipe,
@@ -32,7 +34,13 @@ from skill.recipe.schema import (
     target_is_this_machine,
 )
 from skill.recipe.seed import GROUP_SIZE_FLOOR, SEED
-from skill.recipe.trl_contract import build_grpo_config, check_field_names, installed_versions
+from skill.recipe.trl_contract import (
+    build_grpo_config,
+    check_field_names,
+    field_name,
+    installed_versions,
+    recipe_transformers,
+)
 from skill.recipe.variants import VARIANTS_BY_NAME, apply_variants
 from skill.rewards.composite import check_composite
 from skill.rewards.registry import registered_reward
@@ -98,45 +106,40 @@ class _Builder:
         self.reasons[field] = RecipeReason(field=field, value=value, source=source, reason=reason)
 
 
-def _apply_hardware(build: _Builder, hardware: HardwareSpec, parameters_b: float, method: str) -> None:
+def _apply_hardware(
+    build: _Builder, hardware: HardwareSpec, parameters_b: float, method: str, transformers_version: str
+) -> None:
+    for field, value, reason in precision_fields(hardware, method):
+        build.set(field, value, "hardware", reason)
+    # activation_checkpointing from transformers 5.23, gradient_checkpointing before: the name the target reads.
+    checkpointing = field_name("activation_checkpointing", transformers_version)
     if hardware.accelerator == "cpu":
         build.set("use_cpu", True, "hardware", "CPU target")
-        build.set("bf16", False, "hardware", "CPU: train in fp32 (mixed precision gains nothing here)")
-        build.set("fp16", False, "hardware", "CPU: train in fp32")
-        build.set("model_init_kwargs", {"dtype": "float32"}, "hardware", "load the weights in the training dtype")
         build.set("use_vllm", False, "hardware", "vLLM needs a GPU; transformers generates on CPU")
         small = parameters_b < 1.0
         build.set(
-            "activation_checkpointing",
+            checkpointing,
             not small,
             "hardware",
             "small model fits in RAM; checkpointing would cost ~20% speed" if small else "saves RAM on a big model",
         )
         return
     build.set("use_cpu", False, "hardware", "GPU target")
-    if hardware.bf16:
-        build.set("bf16", True, "hardware", "the GPU computes in bf16 (Ampere or newer)")
-        build.set("fp16", False, "hardware", "bf16 is used instead")
-        dtype = "bfloat16"
-    else:
-        build.set("bf16", False, "hardware", "the GPU has no bf16 (pre-Ampere, e.g. T4/V100)")
-        build.set("fp16", True, "hardware", "fp16 mixed precision on a GPU without bf16")
-        dtype = "float16"
-    # TRL loads a model named by string in float32 unless model_init_kwargs says otherwise.
-    init_kwargs: dict[str, Any] = {"dtype": dtype}
-    if method == "qlora":
-        init_kwargs["quantization_config"] = {
-            "quant_method": "bitsandbytes",
-            "load_in_4bit": True,
-            "bnb_4bit_quant_type": "nf4",
-            "bnb_4bit_compute_dtype": dtype,
-            "bnb_4bit_use_double_quant": True,
-        }
-    build.set("model_init_kwargs", init_kwargs, "hardware", f"load the weights in {dtype}, not TRL's float32")
-    build.set("activation_checkpointing", True, "hardware", "recompute activations: GPU memory is the bottleneck")
+    build.set(
+        checkpointing,
+        True,
+        "hardware",
+        f"recompute activations: GPU memory is the bottleneck (named as transformers {transformers_version} reads it)",
+    )
     build.set("use_vllm", True, "hardware", "vLLM generation is several times faster than transformers")
-    if hardware.total_gpus == 1:
-        build.set("vllm_mode", "colocate", "hardware", "one GPU: vLLM shares it with training")
+    if hardware.total_gpus == 1 or method == "qlora":
+        why = (
+            "one GPU: vLLM shares it with training"
+            if hardware.total_gpus == 1
+            else "QLoRA: TRL's server-mode weight sync streams packed NF4 tensors without their quantization "
+            "state, so vLLM runs colocated on every GPU and loads the base with bitsandbytes itself"
+        )
+        build.set("vllm_mode", "colocate", "hardware", why)
         build.set(
             "vllm_gpu_memory_utilization",
             0.3,
@@ -150,13 +153,14 @@ def _apply_hardware(build: _Builder, hardware: HardwareSpec, parameters_b: float
 def _apply_sequence_budget(build: _Builder, dataset: DatasetSpec) -> None:
     if not build.trl.get("use_vllm"):
         return
-    length = dataset.max_prompt_tokens + build.trl["max_completion_length"]
+    completion = build.trl["max_completion_length"]
     build.set(
         "vllm_max_model_length",
-        length,
+        dataset.max_prompt_tokens + completion,
         "hardware",
-        "longest prompt + completion: vLLM otherwise reserves KV cache for the model's full context and refuses "
-        "to start when one such sequence does not fit",
+        f"longest prompt ({dataset.max_prompt_tokens}, dataset.max_prompt_tokens: see its reason) + completion "
+        f"({completion}): vLLM otherwise reserves KV cache for the model's full context and refuses to start when "
+        "one such sequence does not fit",
     )
 
 
@@ -217,7 +221,8 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     >>> recipe = emit_grpo_config(RecipeRequest(
     ...     model=ModelSpec(name="Qwen/Qwen2.5-1.5B-Instruct"), hardware=HardwareSpec(gpu_model="H100"),
     ...     method="full", rewards=[RewardSpec(name="exact_match", role="correctness")],
-    ...     dataset=DatasetSpec(name="openai/gsm8k", columns=["answer"])))
+    ...     dataset=DatasetSpec(name="openai/gsm8k", config="main", prompt_template="{question}",
+    ...                         answer_column="answer", answer_extractor="gsm8k")))
     >>> recipe.trl["vllm_mode"], recipe.trl["bf16"], recipe.trl["num_generations"], recipe.trl["beta"]
     ('colocate', True, 8, 0.01)
     """
@@ -225,14 +230,20 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
         return _emit_auto(request)
     _check_rewards(request.rewards)
     parameters_b = _parameters_b(request.model)
-    launch = layout_processes(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30)
+    dataset, prompt_reason = size_prompt_budget(request.dataset, request.model.name)  # measured prompt lengths
+    request = request.model_copy(update={"dataset": dataset})
     build, peft, variant = _decide_kwargs(request, parameters_b)
+    vllm_server = bool(build.trl.get("use_vllm")) and build.trl.get("vllm_mode") == "server"
+    launch = layout_processes(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30, vllm_server=vllm_server)
+    build.reasons[prompt_reason.field] = prompt_reason
     check_group_arithmetic(build.trl, launch.training_processes)
+    check_master_weights(build.trl, request.method, request.override_reasons)
     _config, notes = build_grpo_config(
         build.trl,
         output_dir="grpo-output",
         on_target=target_is_this_machine(request.hardware),
         target_world_size=launch.training_processes,
+        transformers_version=recipe_transformers(request.hardware.accelerator),
     )
     versions = installed_versions()
     recipe = GRPORecipe(
@@ -268,7 +279,9 @@ def _decide_kwargs(request: RecipeRequest, parameters_b: float) -> tuple[_Builde
     build = _Builder()
     for field, (value, reason) in SEED.items():
         build.set(field, value, "seed", reason)
-    _apply_hardware(build, request.hardware, parameters_b, request.method)
+    _apply_hardware(
+        build, request.hardware, parameters_b, request.method, recipe_transformers(request.hardware.accelerator)
+    )
     peft = _apply_method(build, request.method, request.hardware)
     build.set(
         "reward_weights",
@@ -312,10 +325,16 @@ def _attach_memory_estimate(recipe: GRPORecipe) -> None:
 
 
 def _attach_inspection(recipe: GRPORecipe) -> None:
+    """The gate's answer for the rewards at the weights TRL will use (read-only: no reward code is imported; a
+    module off the allowlist is refused here)."""
     try:
-        recipe.provenance.inspection_id = require_passed_inspection(recipe.rewards).id
-    except SkillError as exc:
+        gate = open_gate(recipe.rewards, recipe.trl)
+    except GateClosed as exc:
         recipe.provenance.validation.append(f"Inspection: {exc.problem} run_grpo will refuse until one passes.")
+        return
+    recipe.provenance.inspection_id, recipe.provenance.reward_review = gate.inspection_id, gate.stamp
+    if not gate.reviewed:
+        recipe.provenance.validation.append(f"{gate.stamp[:1].upper()}{gate.stamp[1:]}.")
 
 
 def _attach_route(recipe: GRPORecipe, route_id: str) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 import stat
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -28,9 +28,17 @@ from skill.errors import SkillError
 from skill.hardware.layout import NodeLayout, gpu_list, node_layouts
 from skill.memory.estimate import estimate_memory
 from skill.models.sources import is_embedded
+from skill.recipe.plan_checks import (
+    Sharding,
+    refuse_unlaunchable,
+    refuse_whole_model_gather,
+    sharded_request,
+    uses_vllm_server,
+    with_reentrant_checkpointing,
+)
 from skill.recipe.schema import GRPORecipe
+from skill.recipe.script import INSTALL_HINTS, needed_packages
 
-Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
 CONFIG_FILE = "accelerate_config.yaml"
 SCRIPT_FILE = "train_grpo.py"
 NODE_SCRIPT = "launch_node.sh"
@@ -49,13 +57,18 @@ class LaunchFiles(BaseModel):
     nodes: list[NodeLayout]
     commands: dict[str, str] = Field(description="Shell command lines, by role and node.")
     files: dict[str, str] = Field(description="File name -> text; write them with write_launch_files.")
+    needs: dict[str, str] = Field(
+        default_factory=dict,
+        description="Packages the plan needs beyond the core install: module -> the pip requirement that installs it. "
+        "launch_node.sh checks them on every node before anything starts.",
+    )
     notes: list[str] = Field(default_factory=list)
 
 
 def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
     """DDP when the whole training state fits on each GPU (sharding would only add communication), else
     ZeRO-3, which shards weights, gradients and optimizer states over the training processes."""
-    request = recipe.memory_request()
+    request = sharded_request(recipe, "ddp")
     try:
         whole = estimate_memory(request)
     except SkillError as exc:
@@ -71,8 +84,8 @@ def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
             "sharding an NF4 base needs bnb_4bit_quant_storage, which the recipe does not set; see the remedies."
         )
     processes = recipe.launch.training_processes
-    zero3 = estimate_memory(request.model_copy(update={"sharding": "zero3"}))
-    zero2 = estimate_memory(request.model_copy(update={"sharding": "zero2"}))
+    zero3 = estimate_memory(sharded_request(recipe, "zero3"))
+    zero2 = estimate_memory(sharded_request(recipe, "zero2"))
     reason = (
         f"ZeRO-3: with DDP each GPU would need {whole.peak_gib:.1f} GiB of {whole.capacity_gib:.1f}; sharding "
         f"weights, gradients and optimizer states over {processes} training processes brings it to "
@@ -167,12 +180,25 @@ def _accelerate_command(local: int, nodes: int, rank: str) -> str:
     )
 
 
-def uses_vllm_server(recipe: GRPORecipe) -> bool:
-    """True when the recipe generates with a separate ``trl vllm-serve`` process."""
-    return bool(recipe.trl.get("use_vllm")) and recipe.trl.get("vllm_mode") == "server"
+def _needs_check(needs: dict[str, str]) -> list[str]:
+    """Shell lines that stop a node at once, naming what to install, when a package the plan needs is missing."""
+    if not needs:
+        return []
+    pairs = " ".join(shlex.quote(f"{module}={requirement}") for module, requirement in needs.items())
+    return [
+        "# The packages this plan needs beyond the core install (module=requirement), checked before anything starts.",
+        f"python - {pairs} <<'CHECK'",
+        "import importlib.util, sys",
+        'needs = dict(pair.split("=", 1) for pair in sys.argv[1:])',
+        "missing = [module for module in needs if importlib.util.find_spec(module) is None]",
+        "if missing:",
+        '    installs = " ".join(sorted({repr(needs[module]) for module in missing}))',
+        "    sys.exit(f\"this recipe needs {', '.join(missing)}: pip install {installs}\")",
+        "CHECK",
+    ]
 
 
-def _node_script(recipe: GRPORecipe, nodes: list[NodeLayout], sharding: Sharding) -> str:
+def _node_script(recipe: GRPORecipe, nodes: list[NodeLayout], sharding: Sharding, needs: dict[str, str]) -> str:
     first, rest = nodes[0], nodes[1:]
     server = uses_vllm_server(recipe) and first.vllm_gpus
     port = recipe.trl.get("vllm_server_port", 8000)
@@ -188,6 +214,7 @@ def _node_script(recipe: GRPORecipe, nodes: list[NodeLayout], sharding: Sharding
         "MAIN_PROCESS_IP=${MAIN_PROCESS_IP:-127.0.0.1}",
         'OUTPUT_DIR="${1:-grpo-output}"',
         f"NUM_MACHINES={len(nodes)}",
+        *_needs_check(needs),
         'if [ "$NODE_RANK" -eq 0 ]; then',
         f"  TRAINER_GPUS={gpu_list(first.trainer_gpus)}",
         f"  LOCAL_TRAINERS={first.trainer_processes}",
@@ -254,26 +281,6 @@ def _slurm_script(recipe: GRPORecipe) -> str:
     )
 
 
-def _refuse_unlaunchable(recipe: GRPORecipe, sharding: Sharding | None) -> None:
-    """Refuse what no launch file can run: a CPU recipe, a server without GPUs, a sharded NF4 base."""
-    if recipe.hardware.accelerator == "cpu":
-        raise SkillError(
-            "A launch plan is for GPU targets; a CPU recipe runs on this machine.",
-            "Start it with run_grpo (processes=N for N local processes), or emit the recipe for GPUs.",
-        )
-    if uses_vllm_server(recipe) and not recipe.launch.vllm_server_gpus:
-        raise SkillError(
-            "The recipe generates with a vLLM server but its launch plan gives the server no GPU.",
-            "Re-emit the recipe (several GPUs get a server), or set vllm_mode='colocate'.",
-        )
-    if recipe.method == "qlora" and sharding in ("zero3", "fsdp2"):
-        raise SkillError(
-            f"QLoRA under {sharding} shards the NF4 base, which needs bnb_4bit_quant_storage in the quantization "
-            "config; the recipe does not set it.",
-            "Use sharding 'ddp' or 'zero2' (the adapters are small), or method 'lora'.",
-        )
-
-
 def _commands(recipe: GRPORecipe, nodes: list[NodeLayout], server: bool) -> dict[str, str]:
     """The shell command lines by role and node: the vLLM server, the first two nodes' trainers, SLURM."""
     commands: dict[str, str] = {}
@@ -307,11 +314,34 @@ def launch_files(recipe: GRPORecipe, sharding: Sharding | None = None) -> Launch
     >>> plan.sharding, plan.training_processes, [node.trainer_gpus for node in plan.nodes][0]
     ('ddp', 15, [1, 2, 3, 4, 5, 6, 7])
     """
-    _refuse_unlaunchable(recipe, sharding)  # default_sharding never shards an NF4 base on its own
+    refuse_unlaunchable(recipe, sharding)  # default_sharding never shards an NF4 base on its own
     chosen, reason = (sharding, f"{sharding}: chosen by the caller.") if sharding else default_sharding(recipe)
+    refuse_whole_model_gather(recipe, chosen)
+    recipe = with_reentrant_checkpointing(recipe, chosen)
     nodes = node_layouts(recipe.hardware, recipe.launch)
-    notes = [f"Sharding: {reason}"]
     server = uses_vllm_server(recipe) and bool(nodes[0].vllm_gpus)
+    needs = plan_needs(recipe, chosen)
+    files = {
+        CONFIG_FILE: accelerate_config(recipe, chosen),
+        SCRIPT_FILE: recipe.to_script(),
+        NODE_SCRIPT: _node_script(recipe, nodes, chosen, needs),
+        SLURM_SCRIPT: _slurm_script(recipe),
+    }
+    return LaunchFiles(
+        sharding=chosen,
+        sharding_reason=reason,
+        training_processes=recipe.launch.training_processes,
+        vllm_tensor_parallel_size=recipe.launch.vllm_tensor_parallel_size if server else None,
+        nodes=nodes,
+        commands=_commands(recipe, nodes, server),
+        files=files,
+        needs=needs,
+        notes=_notes(recipe, nodes, server, reason, needs),
+    )
+
+
+def _notes(recipe: GRPORecipe, nodes: list[NodeLayout], server: bool, reason: str, needs: dict[str, str]) -> list[str]:
+    notes = [f"Sharding: {reason}"]
     if nodes[0].vllm_gpus and not server:
         notes.append(
             f"The recipe's launch plan keeps GPU(s) {gpu_list(nodes[0].vllm_gpus)} of node 0 for a vLLM server, but "
@@ -324,22 +354,21 @@ def launch_files(recipe: GRPORecipe, sharding: Sharding | None = None) -> Launch
             "reaches it. vLLM is not installed where this project is tested: the server path is checked as data "
             "(its command parsed by trl's own parser), never run."
         )
-    files = {
-        CONFIG_FILE: accelerate_config(recipe, chosen),
-        SCRIPT_FILE: recipe.to_script(),
-        NODE_SCRIPT: _node_script(recipe, nodes, chosen),
-        SLURM_SCRIPT: _slurm_script(recipe),
-    }
-    return LaunchFiles(
-        sharding=chosen,
-        sharding_reason=reason,
-        training_processes=recipe.launch.training_processes,
-        vllm_tensor_parallel_size=recipe.launch.vllm_tensor_parallel_size if server else None,
-        nodes=nodes,
-        commands=_commands(recipe, nodes, server),
-        files=files,
-        notes=notes,
-    )
+    reentrant = [item for item in recipe.reasons if item.field.endswith("checkpointing_kwargs")]
+    notes.extend(f"{item.field}={item.value!r}: {item.reason}" for item in reentrant)
+    if needs:
+        installs = ", ".join(f"{module} (pip install {requirement!r})" for module, requirement in needs.items())
+        notes.append(f"Needs, beyond the core install: {installs}; launch_node.sh checks them on every node first.")
+    return notes
+
+
+def plan_needs(recipe: GRPORecipe, sharding: Sharding) -> dict[str, str]:
+    """The packages a plan needs beyond the core install: the script's (vLLM, PEFT, bitsandbytes), and DeepSpeed
+    for ZeRO; module -> the pip requirement that installs it."""
+    needs = needed_packages(recipe)
+    if sharding in ("zero2", "zero3"):
+        needs["deepspeed"] = INSTALL_HINTS["deepspeed"]
+    return needs
 
 
 def write_launch_files(plan: LaunchFiles, directory: str | Path) -> list[Path]:

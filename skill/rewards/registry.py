@@ -121,7 +121,8 @@ def _allowed(module_name: str) -> bool:
     prefixes += [item.strip() for item in os.environ.get(ALLOWED_MODULES_ENV, "").split(",") if item.strip()]
     if any(module_name == prefix or module_name.startswith(prefix + ".") for prefix in prefixes):
         return True
-    spec = importlib.util.find_spec(module_name.split(".")[0]) if module_name else None
+    top = module_name.split(".")[0]
+    spec = importlib.util.find_spec(top) if top else None  # a top-level lookup imports nothing
     if spec is None or spec.origin is None:
         return False
     origin = Path(spec.origin).resolve()
@@ -129,8 +130,18 @@ def _allowed(module_name: str) -> bool:
     return any(origin.is_relative_to(directory) for directory in directories)
 
 
-def _load_user_function(name: str) -> Callable[..., Any]:
-    module_name, function_name = name.split(":", 1)
+def require_allowed(module_name: str) -> None:
+    """Refuse a user reward module that is not on the allowlist, before anything of it is imported or read.
+
+    Only a top-level lookup is made (``importlib.util.find_spec`` of the first name part), which imports
+    nothing.
+
+    >>> require_allowed("skill.rewards.text")
+    >>> require_allowed("os")
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: Reward module 'os' is not on the allowlist. ...
+    """
     try:
         allowed = _allowed(module_name)
     except (ImportError, ValueError):
@@ -140,6 +151,11 @@ def _load_user_function(name: str) -> Callable[..., Any]:
             f"Reward module {module_name!r} is not on the allowlist.",
             f"Add it to {ALLOWED_MODULES_ENV} (module prefixes) or its directory to {ALLOWED_PATHS_ENV}.",
         )
+
+
+def _load_user_function(name: str) -> Callable[..., Any]:
+    module_name, function_name = name.split(":", 1)
+    require_allowed(module_name)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

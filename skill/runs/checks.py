@@ -18,7 +18,6 @@ from skill.memory.estimate import estimate_memory
 from skill.models.sources import resolve_model_path
 from skill.recipe.schema import GRPORecipe
 from skill.routing.route import load_route
-from skill.sampling import render_prompt
 
 HELD_OUT_FRACTION = 0.1
 MIN_HELD_OUT = 8
@@ -38,7 +37,8 @@ def columns_read(recipe: GRPORecipe) -> set[str]:
 
 
 def load_rows(recipe: GRPORecipe) -> list[dict[str, Any]]:
-    """The recipe's dataset as rows, the prompt under 'prompt' (a local file, a built-in or a cached hub dataset)."""
+    """The recipe's dataset as rows shaped by skill.data: the prompt under 'prompt', an extracted reference answer
+    under 'answer' (a local file, a built-in or a hub dataset where the network allows)."""
     return data.load_rows(recipe.dataset)
 
 
@@ -61,7 +61,8 @@ def filter_long_prompts(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> tuple
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(recipe.model.name))
     budget = recipe.dataset.max_prompt_tokens
-    kept = [row for row in rows if len(tokenizer(render_prompt(tokenizer, row["prompt"]))["input_ids"]) <= budget]
+    counts = data.prompt_token_counts(tokenizer, [row["prompt"] for row in rows])  # as TRL tokenizes prompts
+    kept = [row for row, count in zip(rows, counts, strict=True) if count <= budget]
     if not kept:
         raise SkillError(f"Every prompt is longer than {budget} tokens.", "Raise dataset.max_prompt_tokens.")
     return kept, len(rows) - len(kept)
@@ -98,6 +99,13 @@ def check_target(recipe: GRPORecipe) -> list[str]:
         raise SkillError(
             "The recipe generates with vLLM, which is not installed here.",
             "Install the vllm extra (pip install 'grpo-rlvr[vllm]'), or emit the recipe with use_vllm=False.",
+        )
+    if recipe.trl.get("use_vllm") and recipe.hardware.accelerator == "cpu" and recipe.trl.get("vllm_mode") == "server":
+        raise SkillError(
+            "A CPU recipe cannot train against a vLLM server: TRL 1.16 pushes each step's weights into the server "
+            "through vLLM's NCCL weight-transfer engine, which needs CUDA.",
+            "Send vllm_mode='colocate' (vLLM inside the training process; runs on CPU with vLLM's CPU build), "
+            "or use_vllm=False.",
         )
     if recipe.launch.training_processes > 1:
         notes.append(f"{recipe.launch.training_processes} training processes: launched with torchrun.")

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from skill.errors import SkillError
-from skill.inspection.gate import require_passed_inspection
+from skill.inspection.gate import open_gate
 from skill.recipe.schema import GRPORecipe
 from skill.runs import checks
 from skill.runs.health import diagnose
@@ -78,6 +78,11 @@ class RunStatus(BaseModel):
     reason: str | None = None
     exit_code: int | None = None
     signal: int | None = None
+    reward_review: str | None = Field(
+        default=None,
+        description="How the rewards were reviewed: 'reviewed: ...', or 'reward not reviewed: ...' when they were "
+        "accepted unread (accept_unread).",
+    )
     paths: dict[str, str] = Field(default_factory=dict)
 
 
@@ -138,7 +143,14 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         health = [w.model_dump() for w in diagnose(metrics, recipe.rewards, recipe.trl.get("max_completion_length"))]
     paths = {
         name: str(directory / name)
-        for name in ("train.log", "metrics.jsonl", "completions.jsonl", "reward_curve.png", "final")
+        for name in (
+            "train.log",
+            "metrics.jsonl",
+            "metrics.header.json",
+            "completions.jsonl",
+            "reward_curve.png",
+            "final",
+        )
         if (directory / name).exists()
     }
     return RunStatus(
@@ -153,6 +165,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         reason=record.reason,
         exit_code=record.exit_code,
         signal=record.signal,
+        reward_review=record.review,
         paths=paths,
     )
 
@@ -191,12 +204,12 @@ def _spawn(directory: Path, resume: bool, processes: int = 1) -> RunRecord:
 def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     """Every check, then the run directory, built aside and renamed into place: never half-written."""
 
-    inspection = require_passed_inspection(recipe.rewards)  # never overridable
+    gate = open_gate(recipe.rewards, recipe.trl)  # never overridable
     if request.force and not request.force_reason.strip():
         raise SkillError(
             "force needs a recorded reason.", "Send force_reason explaining why the checks are overridden."
         )
-    notes = [f"Inspection {inspection.id} passed ({_review_line(inspection)})."]
+    notes = [f"Gate: {gate.stamp}."]
     notes += checks.check_target(recipe)
     notes += checks.check_route(recipe, request.force)
     notes += checks.check_memory(recipe, request.force)
@@ -220,8 +233,8 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
                 max_steps=recipe.trl.get("max_steps"),
                 checks=notes,
                 force_reason=request.force_reason or None,
-                inspection_id=inspection.id,
-                review=_review_line(inspection),
+                inspection_id=gate.inspection_id,
+                review=gate.stamp,
             ),
         )
         target = runs_root() / run_id
@@ -232,19 +245,23 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     return target
 
 
-def _review_line(report: Any) -> str:
-    review = report.review
-    if review is None:
-        return "no review"
-    how = "non-interactive accept (--yes), not read sample by sample" if review.non_interactive else "read and labelled"
-    return f"{review.reviewer_kind} {review.reviewer}: {how}"
+def _gate_resume(directory: Path, record: RunRecord) -> None:
+    """A resumed run trains on the reward code as it is now: the same gate as a new run, recorded again."""
+    recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
+    try:
+        gate = open_gate(recipe.rewards, recipe.trl)
+    except SkillError as exc:
+        raise SkillError(f"Run {record.run_id} cannot resume: {exc.problem}", exc.fix) from None
+    record.inspection_id, record.review = gate.inspection_id, gate.stamp
+    record.checks.append(f"Resumed; gate: {gate.stamp}.")
 
 
 def run_grpo(request: RunRequest) -> RunStatus:
     """Start a GRPO run in its own process and return at once with its id (or resume one).
 
-    Checks first, refusing with the reason: a passed inspection matching the recipe's rewards (never
-    overridable), the route decision, the memory estimate, the target machine, the data's columns and
+    Checks first, refusing with the reason: an inspection that opens the gate for the recipe's rewards at
+    the weights TRL will use (never overridable; a resumed run is checked again, on the code as it is now),
+    the route decision, the memory estimate, the target machine, the data's columns and
     prompt lengths. A cap on concurrent runs (GRPO_RLVR_MAX_RUNS, default 1) refuses with the running ones.
     ``processes`` > 1 (CPU recipes) trains with that many local processes under torchrun (gloo).
     """
@@ -266,6 +283,7 @@ def run_grpo(request: RunRequest) -> RunStatus:
                 f"Run {record.run_id} trained with {processes} process(es); a resumed run keeps its count.",
                 "Send processes=1 (the default) to resume with the recorded count.",
             )
+        _gate_resume(directory, record)
         record.state, record.reason, record.exit_code, record.signal, record.ended_at = (
             "running",
             None,

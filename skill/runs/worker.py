@@ -15,6 +15,9 @@ the kernel to kill it when torchrun dies (PR_SET_PDEATHSIG): a SIGKILLed launche
 
 Debugging aid: with GRPO_RLVR_DUMP_RANK_STATE=DIR set, every rank writes DIR/rank-<R>.json at the end
 of training, a digest of its parameters (parameter_digest), to show that the ranks ended in sync.
+
+With a colocated vLLM engine, rank 0 writes vllm_engine.json (the settings vLLM was built with, read back);
+on a CPU the weight sync is skill.runs.vllm_cpu's (GRPO_RLVR_VLLM_SYNC_CHECK=1 also verifies every sync).
 """
 
 from __future__ import annotations
@@ -28,16 +31,19 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from skill.inspection.gate import NOT_REVIEWED, open_gate
 from skill.models.sources import resolve_model_path
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.trl_contract import build_grpo_config
 from skill.rewards.registry import build_reward_functions
 from skill.runs.plots import plot_reward_curve
 from skill.runs.store import append_jsonl, read_jsonl, read_record, write_record
+from skill.runs.vllm_cpu import install_cpu_weight_sync, write_engine_settings
 
 KEEP_CHECKPOINTS = 2
 COMPLETIONS_PER_STEP = 4
 DUMP_RANK_STATE_ENV = "GRPO_RLVR_DUMP_RANK_STATE"
+METRICS_HEADER = "metrics.header.json"  # the run's reward review, beside metrics.jsonl
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -145,6 +151,7 @@ def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -
     lines = [
         f"# {recipe.model.name} trained with GRPO (grpo-rlvr run {record.run_id})",
         "",
+        *reward_review_lines(record),
         f"Method: {recipe.method}; steps: {metrics[-1]['step'] if metrics else 0}; "
         f"trl {recipe.provenance.trl_version}.",
         f"Inspection: {record.inspection_id} ({record.review}). Route: {recipe.provenance.route_decision}.",
@@ -161,12 +168,46 @@ def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -
     return "\n".join(lines)
 
 
+def _prepare_vllm(trainer: Any, run_dir: Path, writer: bool) -> None:
+    """Record what a colocated vLLM engine was built with; on a CPU, sync weights the way vLLM's CPU backend
+    takes them (skill.runs.vllm_cpu; TRL's own sync is left alone on a GPU)."""
+    settings = write_engine_settings(trainer, run_dir) if writer else None
+    if settings is not None:
+        print(f"vLLM colocated engine: {json.dumps(settings, default=str)}", flush=True)
+    if install_cpu_weight_sync(trainer, run_dir if writer else None):
+        print(
+            "vLLM on CPU: weights sync through model_runner.reload_weights (vLLM's CPU backend repacks linear "
+            "weights, which TRL's per-parameter load_weights cannot write)",
+            flush=True,
+        )
+
+
+def stamp_reward_review(run_dir: Path, recipe: GRPORecipe, writer: bool) -> str:
+    """The gate once more, in this training process (fresh imports: the code it is about to train on), and its
+    stamp where the run's metrics are read: metrics.header.json beside metrics.jsonl, and the log."""
+    gate = open_gate(recipe.rewards, recipe.trl)
+    if writer:
+        header = {"run_id": run_dir.name, "reward_review": gate.stamp, **gate.model_dump(exclude={"stamp"})}
+        (run_dir / METRICS_HEADER).write_text(json.dumps(header, indent=1))
+    print(f"reward review: {gate.stamp}", flush=True)
+    return gate.stamp
+
+
+def reward_review_lines(record: Any) -> list[str]:
+    """The model card's warning when the rewards were trained on unread (accept_unread)."""
+    review = record.review or ""
+    if not review.startswith(NOT_REVIEWED):
+        return []
+    return [f"**{NOT_REVIEWED.capitalize()}.** {review}", ""]
+
+
 def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     from datasets import Dataset
     from trl import GRPOTrainer
 
     record = read_record(run_dir)
     writer = rank() == 0
+    stamp_reward_review(run_dir, recipe, writer)
     rows = read_jsonl(run_dir / "train.jsonl")
     max_steps = recipe.trl.get("max_steps") or -1
     kwargs = dict(recipe.trl)
@@ -196,6 +237,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         callbacks=[callback],
     )
     callback.trainer = trainer
+    _prepare_vllm(trainer, run_dir, writer)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     dump = os.environ.get(DUMP_RANK_STATE_ENV)
     if dump:

@@ -22,3 +22,11 @@ def pytest_configure(config: pytest.Config) -> None:
             f"interpreter has transformers {installed}. Build it with `make target-env` and run "
             "`GRPO_RLVR_TARGET_TESTS=1 .venv-target/bin/python -m pytest tests/target`."
         )
+
+
+@pytest.fixture(scope="session")
+def vllm_model_dir(tmp_path_factory: pytest.TempPathFactory):
+    """The tiny random Llama with head size 32 (vLLM's CPU attention takes 32, 64, 80, ... only)."""
+    from skill.models.sources import save_tiny_random_model
+
+    return save_tiny_random_model(tmp_path_factory.mktemp("tiny-vllm-model"), head_dim=32)

@@ -1,0 +1,64 @@
+"""The dtypes a GRPO step computes in, besides the one its weights load in.
+
+GPU recipes train under autocast (``bf16=True``, or ``fp16=True`` without bf16): matmuls, the activations
+they produce, the log-prob tile and transformers' KV cache are half precision whatever the load dtype, and
+vLLM serves in half precision (``dtype="auto"``) too. A full fine-tune keeps float32 master weights (the
+recipe's ``model_init_kwargs.dtype``): its weights, gradients and AdamW states are float32 (``components``
+reads those from the load dtype) and autocast adds a half-precision copy of every matmul weight: cached
+while the forward runs and kept by autograd for backward (measured on CPU: 8 x 4096^2 float32 Linear
+layers, 512 MiB, held 264 MiB more at the end of an autocast forward). ZeRO and FSDP2 cast their shards
+themselves (no whole copy). On CPU everything stays in the load dtype. TRL 1.16 casts QLoRA adapters to
+bf16; PEFT keeps LoRA adapters in float32.
+
+May import: ``memory.schema``, ``models.shapes``.
+"""
+
+from __future__ import annotations
+
+from skill.memory.schema import DTYPE_BYTES, MemoryRequest
+from skill.models.shapes import ModelShape
+
+
+def mixed_precision(request: MemoryRequest) -> bool:
+    """Whether the training forward runs under autocast: as the request says, else on GPUs."""
+    if request.mixed_precision is None:
+        return request.hardware.accelerator != "cpu"
+    return request.mixed_precision and request.hardware.accelerator != "cpu"
+
+
+def compute_dtype(request: MemoryRequest, weights: str) -> str:
+    """The dtype of activations, caches and vLLM: half precision under autocast (bf16, fp16 on GPUs without
+    it), else the weights' own.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> compute_dtype(MemoryRequest(hardware=HardwareSpec(gpu_model="H100")), "float32")
+    'bfloat16'
+    >>> compute_dtype(MemoryRequest(hardware=HardwareSpec(accelerator="cpu")), "float32")
+    'float32'
+    """
+    if not mixed_precision(request):
+        return weights
+    return "bfloat16" if request.hardware.bf16 else "float16"
+
+
+def autocast_copy_bytes(request: MemoryRequest, shape: ModelShape, weights: str) -> float:
+    """Half-precision copies autocast makes of float32 matmul weights that train (the projections and the LM
+    head), alive from the forward through backward; none under ZeRO / FSDP2 or without autocast.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.models.shapes import SHAPES
+    >>> shape = SHAPES["qwen2.5-7b"].shape
+    >>> round(autocast_copy_bytes(MemoryRequest(shape=shape, hardware=HardwareSpec(gpu_model="H100"),
+    ...     dtype="float32"), shape, "float32") / 2**30, 1)
+    13.2
+    """
+    compute = compute_dtype(request, weights)
+    if compute == weights or request.method != "full" or request.sharding != "none":
+        return 0.0
+    matmul = shape.layers * shape.linear_parameters_per_layer() + shape.vocab * shape.hidden
+    return matmul * DTYPE_BYTES[compute]
+
+
+def adapter_bytes(request: MemoryRequest) -> int:
+    """Bytes per LoRA adapter parameter: TRL 1.16 casts QLoRA adapters to bf16, PEFT keeps LoRA's in float32."""
+    return 2 if request.method == "qlora" else 4

@@ -1,0 +1,191 @@
+"""What a launch plan's sharding demands of a recipe: plans no launch file can run, refused with the alternative
+that works, and the one setting ZeRO-3 forces on a PEFT recipe (reentrant checkpointing). Checked before the launch
+files are written.
+
+- A CPU recipe, or a vLLM server without GPUs.
+- A sharded NF4 base (QLoRA under ZeRO-3 / FSDP2): it needs ``bnb_4bit_quant_storage``, which no recipe sets.
+- QLoRA with a vLLM server. ``trl vllm-serve`` (TRL 1.16, ``trl/scripts/vllm_serve.py``) has no quantization
+  option; it forwards unknown flags to ``vllm serve``, but the server weight sync still cannot work: TRL
+  streams ``model.named_parameters()`` after merging the adapters (``VLLMGeneration._iter_named_params``),
+  and a bitsandbytes 4-bit base is a packed uint8 tensor whose quantization state (absmax) is not a
+  parameter, so the server receives packed bytes without their scales, whether it holds bf16 weights
+  (shape mismatch, huggingface/trl#4973) or quantized its own copy at load. In colocate mode TRL itself
+  starts vLLM with ``quantization="bitsandbytes"``.
+- A plan whose weight gather does not fit: with PEFT under ZeRO-3 TRL gathers the whole model onto every
+  trainer GPU at each weight sync into vLLM (``memory.gather``), in server and colocate mode alike, so a
+  70B model on 80 GB cards stops at the first sync although its sharded training step fits.
+
+May import: ``recipe.schema``, ``memory``, ``hardware``, ``errors``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from skill.errors import SkillError
+from skill.hardware.specs import KNOWN_GPUS, HardwareSpec
+from skill.memory.estimate import estimate_memory
+from skill.memory.gather import gathers_whole_model
+from skill.memory.schema import ALLOCATOR_SLACK, DTYPE_BYTES, GIB, MemoryEstimate
+from skill.recipe.schema import GRPORecipe, RecipeReason
+
+Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
+MEMORY_SHARDING = {"ddp": "none", "zero2": "zero2", "zero3": "zero3", "fsdp2": "fsdp"}
+
+
+def uses_vllm_server(recipe: GRPORecipe) -> bool:
+    """True when the recipe generates with a separate ``trl vllm-serve`` process."""
+    return bool(recipe.trl.get("use_vllm")) and recipe.trl.get("vllm_mode") == "server"
+
+
+def sharded_request(recipe: GRPORecipe, sharding: Sharding) -> Any:
+    """The recipe's MemoryRequest under a launch sharding, with TRL's ZeRO-3 generation gather as the recipe sets it."""
+    return recipe.memory_request().model_copy(
+        update={
+            "sharding": MEMORY_SHARDING[sharding],
+            "ds3_gather_for_generation": bool(recipe.trl.get("ds3_gather_for_generation", True)),
+        }
+    )
+
+
+def refuse_unlaunchable(recipe: GRPORecipe, sharding: Sharding | None) -> None:
+    """Refuse what no launch file can run: a CPU recipe, a server without GPUs, a sharded NF4 base, QLoRA served."""
+    if recipe.hardware.accelerator == "cpu":
+        raise SkillError(
+            "A launch plan is for GPU targets; a CPU recipe runs on this machine.",
+            "Start it with run_grpo (processes=N for N local processes), or emit the recipe for GPUs.",
+        )
+    if uses_vllm_server(recipe) and not recipe.launch.vllm_server_gpus:
+        raise SkillError(
+            "The recipe generates with a vLLM server but its launch plan gives the server no GPU.",
+            "Re-emit the recipe (several GPUs get a server), or set vllm_mode='colocate'.",
+        )
+    if recipe.method == "qlora" and sharding in ("zero3", "fsdp2"):
+        raise SkillError(
+            f"QLoRA under {sharding} shards the NF4 base, which needs bnb_4bit_quant_storage in the quantization "
+            "config; the recipe does not set it.",
+            "Use sharding 'ddp' or 'zero2' (the adapters are small), or method 'lora'.",
+        )
+    if recipe.method == "qlora" and uses_vllm_server(recipe):
+        raise SkillError(
+            "QLoRA with a vLLM server cannot sync its weights: TRL 1.16 streams the merged NF4 base as packed uint8 "
+            "tensors without their quantization scales (bitsandbytes keeps them outside the parameters), and "
+            "`trl vllm-serve` has no quantization option, so the server cannot load them (huggingface/trl#4973).",
+            "Send overrides {'vllm_mode': 'colocate'} (TRL then starts vLLM with quantization='bitsandbytes' in "
+            "each trainer), method 'lora' (a bf16 base the server loads), or overrides {'use_vllm': False}.",
+        )
+
+
+def _larger_gpu(recipe: GRPORecipe, sharding: Sharding) -> str | None:
+    """The smallest known GPU with more memory on which the same plan fits, re-laid out for it."""
+    current = recipe.hardware.memory_gib_per_gpu or 0.0
+    for gpu in sorted({gpu.name: gpu for gpu in KNOWN_GPUS.values()}.values(), key=lambda gpu: gpu.memory_gib):
+        if gpu.memory_gib <= current:
+            continue
+        hardware = HardwareSpec(
+            gpu_model=gpu.name, gpus_per_node=recipe.hardware.gpus_per_node, nodes=recipe.hardware.nodes
+        )
+        request = sharded_request(recipe, sharding).model_copy(
+            update={"hardware": hardware, "training_processes": None}
+        )
+        try:
+            estimate = estimate_memory(request)
+        except SkillError:
+            continue
+        if estimate.fits:
+            size = f"{estimate.capacity_gib:.1f} GiB"
+            return f"larger GPUs: {gpu.name} ({size}) holds it at a peak of {estimate.peak_gib:.1f} GiB"
+    return None
+
+
+def gather_alternatives(recipe: GRPORecipe, sharding: Sharding, estimate: MemoryEstimate) -> list[str]:
+    """The changes that fit, each re-estimated: layer-by-layer generation, QLoRA unsharded, larger GPUs, a smaller
+    model."""
+    request = sharded_request(recipe, sharding)
+    found = []
+    layered = estimate_memory(request.model_copy(update={"use_vllm": False, "ds3_gather_for_generation": False}))
+    if layered.fits:
+        found.append(
+            "overrides {'use_vllm': False, 'ds3_gather_for_generation': False}: transformers generation under ZeRO-3 "
+            f"fetches one layer at a time (much slower sampling; peak {layered.peak_gib:.1f} GiB)"
+        )
+    qlora = request.model_copy(update={"method": "qlora", "sharding": "none", "use_vllm": False})
+    unsharded = estimate_memory(qlora)
+    if unsharded.fits:
+        found.append(
+            "method 'qlora' with overrides {'use_vllm': False} and sharding 'ddp': the NF4 base whole on each GPU, "
+            f"nothing gathered (peak {unsharded.peak_gib:.1f} GiB; QLoRA cannot use the vLLM server)"
+        )
+    larger = _larger_gpu(recipe, sharding)
+    if larger:
+        found.append(larger)
+    bytes_per_parameter = DTYPE_BYTES[request.dtype or "bfloat16"] * (1 + ALLOCATOR_SLACK)
+    rest = (estimate.peak_sync_gib or estimate.peak_generate_gib) - estimate.components.weight_gather * (
+        1 + ALLOCATOR_SLACK
+    )
+    largest_b = (estimate.capacity_gib - rest) * GIB / bytes_per_parameter / 1e9
+    if largest_b > 0.5:
+        found.append(f"a model under about {largest_b:.0f}B parameters, whose whole weights fit beside the shard")
+    return found
+
+
+def refuse_whole_model_gather(recipe: GRPORecipe, sharding: Sharding) -> None:
+    """Refuse a plan whose whole-model gather (PEFT's sync into vLLM, or generation, under ZeRO-3) does not fit."""
+    request = sharded_request(recipe, sharding)
+    if not gathers_whole_model(request):
+        return
+    try:
+        estimate = estimate_memory(request)
+    except SkillError:  # no shape: the recipe's validation notes say so already
+        return
+    syncing = estimate.peak_sync_gib is not None
+    phase = estimate.peak_sync_gib if estimate.peak_sync_gib is not None else estimate.peak_generate_gib
+    if phase <= estimate.capacity_gib:
+        return
+    when = (
+        "to merge the adapters at every weight sync into vLLM (vllm_mode does not matter: every trainer rank takes "
+        "part)"
+        if syncing
+        else "for generation (ds3_gather_for_generation=True, TRL's default)"
+    )
+    alternatives = gather_alternatives(recipe, sharding, estimate)
+    raise SkillError(
+        f"Under ZeRO-3 TRL gathers the whole model ({estimate.components.weight_gather:.1f} GiB) onto every trainer "
+        f"GPU {when}: that needs {phase:.1f} GiB of {estimate.capacity_gib:.1f} GiB per GPU, so the run would stop "
+        f"at the {'first weight sync' if syncing else 'first generation'}"
+        + (
+            f", although the sharded training step ({estimate.peak_train_gib:.1f} GiB) fits."
+            if estimate.peak_train_gib <= estimate.capacity_gib
+            else "."
+        ),
+        "Send one of: " + "; ".join(alternatives) + "." if alternatives else "Send a smaller model or larger GPUs.",
+    )
+
+
+def with_reentrant_checkpointing(recipe: GRPORecipe, sharding: Sharding) -> GRPORecipe:
+    """PEFT + ZeRO-3 + activation checkpointing: ``use_reentrant=True``, under the kwargs name the target reads.
+
+    Non-reentrant checkpointing (transformers' default) fails there in backward: ZeRO-3 re-partitions the frozen
+    base weights during the recompute (huggingface/transformers#47254). TRL 1.16 forces ``use_reentrant=True``
+    itself, but writes it into ``args.gradient_checkpointing_kwargs`` after the arguments are built: transformers
+    5.17 reads that name, while from 5.23 the Trainer reads ``activation_checkpointing_kwargs`` (the old name
+    only mirrors it when the arguments are built), so TRL's value never arrives. The recipe therefore states it,
+    under the kwargs name of the checkpointing field it emits for its target (an alias resolved at construction
+    on newer transformers).
+    """
+    trl = recipe.trl
+    flag = "activation_checkpointing" if "activation_checkpointing" in trl else "gradient_checkpointing"
+    if sharding != "zero3" or recipe.peft is None or not trl.get(flag):
+        return recipe
+    field = f"{flag}_kwargs"
+    value = {**(trl.get(field) or {}), "use_reentrant": True}
+    reason = RecipeReason(
+        field=field,
+        value=value,
+        source="hardware",
+        reason="PEFT under ZeRO-3 with checkpointing needs reentrant checkpointing (non-reentrant recomputes see the "
+        "frozen weights partitioned: transformers#47254); stated here because TRL's own override does not reach "
+        "transformers >= 5.23",
+    )
+    reasons = [item for item in recipe.reasons if item.field != field] + [reason]
+    return recipe.model_copy(update={"trl": {**trl, field: value}, "reasons": reasons})

@@ -1,0 +1,86 @@
+"""The recipe matrix that tests/test_target_stack.py (newest transformers, .venv) and
+tests/target/test_recipe_matrix.py (the target's transformers 5.17, .venv-target) both build.
+
+Each configuration is emitted by ``emit_grpo_config``; a multi-GPU one goes through ``launch_files`` with its
+sharding (which may add fields, e.g. reentrant checkpointing for PEFT under ZeRO-3). The GRPOConfig keywords
+are read back from the rendered ``train_grpo.py``, i.e. exactly what the target's script passes to TRL.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from skill.hardware.specs import HardwareSpec
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.launch import SCRIPT_FILE, launch_files
+from skill.recipe.schema import DatasetSpec, GRPORecipe, ModelSpec
+from skill.rewards.spec import RewardSpec
+
+MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
+COLOCATE = {"vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3}  # QLoRA cannot use a vLLM server
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One cell of the matrix: a method on a layout, with the sharding its launch plan uses."""
+
+    name: str
+    method: str
+    gpus_per_node: int = 1
+    nodes: int = 1
+    sharding: str | None = None  # None: one GPU (no launch plan), or the plan's own choice on several
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+CONFIGURATIONS = (
+    Configuration("full-1gpu-colocate", "full"),
+    Configuration("full-8gpu-server-ddp", "full", 8, sharding="ddp"),
+    Configuration("full-8gpu-server-zero3", "full", 8, sharding="zero3"),
+    Configuration("full-8gpu-server-fsdp2", "full", 8, sharding="fsdp2"),
+    Configuration("full-2x8gpu-server", "full", 8, 2),
+    Configuration("lora-1gpu-colocate", "lora"),
+    Configuration("lora-8gpu-server-ddp", "lora", 8, sharding="ddp"),
+    Configuration("lora-8gpu-server-zero3", "lora", 8, sharding="zero3"),
+    Configuration("lora-8gpu-server-fsdp2", "lora", 8, sharding="fsdp2"),
+    Configuration("lora-2x8gpu-server", "lora", 8, 2),
+    Configuration("qlora-1gpu-colocate", "qlora"),
+    Configuration("qlora-8gpu-colocate-ddp", "qlora", 8, sharding="ddp", overrides=COLOCATE),
+    Configuration("qlora-8gpu-colocate-zero2", "qlora", 8, sharding="zero2", overrides=COLOCATE),
+    Configuration("qlora-2x8gpu-colocate", "qlora", 8, 2, sharding="ddp", overrides=COLOCATE),
+)
+
+
+def emit(configuration: Configuration) -> GRPORecipe:
+    """The recipe of one configuration (H100s, the seed recipe, one correctness reward)."""
+    return emit_grpo_config(
+        RecipeRequest(
+            model=ModelSpec(name=MODEL),
+            hardware=HardwareSpec(
+                gpu_model="H100", gpus_per_node=configuration.gpus_per_node, nodes=configuration.nodes
+            ),
+            method=configuration.method,
+            rewards=[RewardSpec(name="exact_match", role="correctness")],
+            dataset=DatasetSpec(name="openai/gsm8k", columns=["answer"]),
+            overrides=configuration.overrides,
+            override_reasons={name: "matrix configuration" for name in configuration.overrides},
+        )
+    )
+
+
+def config_kwargs(script: str) -> dict[str, Any]:
+    """The keywords of the ``GRPOConfig(...)`` call in a rendered script, as values (output_dir left out)."""
+    for node in ast.walk(ast.parse(script)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "GRPOConfig":
+            return {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg != "output_dir"}
+    raise AssertionError("the rendered script has no GRPOConfig(...) call")
+
+
+def script_kwargs(configuration: Configuration) -> tuple[dict[str, Any], int, GRPORecipe]:
+    """(GRPOConfig keywords of the script the target runs, its training processes, the recipe)."""
+    recipe = emit(configuration)
+    if configuration.gpus_per_node * configuration.nodes == 1:
+        return config_kwargs(recipe.to_script()), recipe.launch.training_processes, recipe
+    plan = launch_files(recipe, configuration.sharding)
+    return config_kwargs(plan.files[SCRIPT_FILE]), plan.training_processes, recipe

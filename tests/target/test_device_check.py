@@ -1,0 +1,114 @@
+"""The GPU check (scripts/device_check.sh -> scripts/gpu_memory_check.py) end to end on CPU, under the target
+transformers: a real GRPO step per configuration on a tiny model, the checkpointing switch under the GRPOConfig
+field the installed version knows, and the prompts' real token count handed to the estimate."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skill.data import addition_rows
+from skill.models.sources import embedded_tokenizer_dir
+from skill.recipe.stack import TARGET_STACK
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_the_device_check_runs_end_to_end_on_cpu_under_the_target_transformers(tmp_path):
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig
+
+    tokenizer_dir = embedded_tokenizer_dir()
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "OUT": str(out),
+        "DEVICE_WORK": str(tmp_path / "work"),
+        "DEVICE_TOKENIZER": str(tokenizer_dir),
+    }
+    done = subprocess.run(
+        ["bash", "scripts/device_check.sh", "--device", "cpu", "--tiny"],
+        cwd=REPOSITORY,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    result = json.loads((out / "gpu_memory.json").read_text())
+    installed = importlib.metadata.version("transformers")
+    assert result["versions"]["transformers"] == installed
+    assert TARGET_STACK["transformers"].specifier.contains(installed)
+    fields = {field.name for field in dataclasses.fields(GRPOConfig)}
+    assert result["checkpointing_field"] in fields
+    if "activation_checkpointing" not in fields:  # transformers < 5.23, the target: the old name
+        assert result["checkpointing_field"] == "gradient_checkpointing"
+
+    # The prompt length the estimate got, counted here another way: the template as text, then tokenized.
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    texts = [
+        tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+        for row in addition_rows(64)
+    ]
+    longest = max(len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in texts)
+    assert result["prompt_tokens"] == longest > 20  # not the 2 keys of a BatchEncoding
+
+    rows = result["rows"]
+    assert len(rows) >= 6
+    log = (out / "gpu_memory.log").read_text()
+    for row in rows:
+        assert row["measured"]["steps"] == 1, row["configuration"]["name"]  # a real optimizer step ran
+        assert row["estimated"]["peak_gib"] > 0
+        assert f"{row['configuration']['name']:18s} 1 step in" in log
+    methods = {row["configuration"]["method"] for row in rows}
+    assert methods == {"full", "lora"} and {row["configuration"]["checkpointing"] for row in rows} == {True, False}
+    assert "transformers" in (out / "gpu.txt").read_text()
+
+
+def test_a_peft_zero3_plan_gets_reentrant_checkpointing_where_transformers_5_17_reads_it():
+    """The launch plan's script, built into a real GRPOConfig under the target transformers: use_reentrant=True
+    sits in the kwargs the Trainer of this version passes to the model (TRL's own override writes the same name)."""
+    import ast
+
+    from skill.hardware.specs import HardwareSpec
+    from skill.recipe.emit import RecipeRequest, emit_grpo_config
+    from skill.recipe.launch import SCRIPT_FILE, launch_files
+    from skill.recipe.schema import DatasetSpec, ModelSpec
+    from skill.rewards.spec import RewardSpec
+
+    recipe = emit_grpo_config(
+        RecipeRequest(
+            model=ModelSpec(name="Qwen/Qwen2.5-7B-Instruct"),
+            hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8),
+            method="lora",
+            rewards=[RewardSpec(name="exact_match", role="correctness")],
+            dataset=DatasetSpec(name="openai/gsm8k", prompt_column="question"),
+        )
+    )
+    script = launch_files(recipe, "zero3").files[SCRIPT_FILE]
+    call = next(
+        node
+        for node in ast.walk(ast.parse(script))
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "GRPOConfig"
+    )
+    kwargs = {word.arg: ast.literal_eval(word.value) for word in call.keywords if word.arg != "output_dir"}
+    config = recipe.model_copy(update={"trl": kwargs}).to_grpo_config()
+    trainer_source = (Path(importlib.import_module("transformers.trainer").__file__)).read_text()
+    read = (
+        "activation_checkpointing_kwargs"
+        if "args.activation_checkpointing_kwargs" in trainer_source
+        else ("gradient_checkpointing_kwargs")
+    )
+    assert f"args.{read}" in trainer_source
+    assert getattr(config, read) == {"use_reentrant": True}
