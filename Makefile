@@ -64,7 +64,7 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 
 # Every figure side by side; writes bench/RESULTS.md. The full demo is included (about 15 min of the total).
-bench: $(STAMP)
+bench: $(STAMP) $(TARGET_STAMP)
 	$(PY) bench/run_all.py
 
 # Wheels and the tokenizer that scripts/device_check.sh needs on a GPU machine without trl/datasets (DESIGN.md 6),

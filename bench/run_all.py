@@ -116,6 +116,11 @@ def vllm_generation(quick: bool) -> dict:
     return json.loads(output.read_text())
 
 
+def _faster(margin: float, *spreads: float) -> str:
+    """'yes' when vLLM wins by more than either side's spread, 'within noise' when it wins by less."""
+    return "yes" if margin > max(spreads) else "within noise" if margin > 0 else "no"
+
+
 def _vllm_rows(outcome: dict, row, missing) -> None:
     if not outcome.get("ok"):
         missing("vLLM vs transformers generation (target env)", outcome, "vLLM faster")
@@ -123,26 +128,32 @@ def _vllm_rows(outcome: dict, row, missing) -> None:
     g, r = outcome["result"]["generation"], outcome["result"]["runner"]
     vllm, hf = g["vllm"], g["transformers"]
     stack = ", ".join(f"{name} {version}" for name, version in outcome["result"].get("versions", {}).items())
+    load = outcome["result"].get("load_average_5min", {})
+    busy = f"; load average {load['before']:.1f} -> {load['after']:.1f} on {os.cpu_count()} cores" if load else ""
     row(
         f"generation tok/s, SmolLM2-135M, {g['prompts']} prompts x {g['n']} x {g['tokens']} tokens: vLLM "
         f"({vllm['dtype'].removeprefix('torch.')}, engine start {vllm['ready_s']:.0f} s) vs transformers generate "
-        f"({hf['dtype'].removeprefix('torch.')}); {stack}",
+        f"({hf['dtype'].removeprefix('torch.')}); {stack}{busy}",
         f"{vllm['median_tokens_per_s']:.1f} tok/s",
         f"{vllm['spread_tokens_per_s']:.1f} tok/s",
         f"transformers {hf['median_tokens_per_s']:.1f} tok/s (spread {hf['spread_tokens_per_s']:.1f})",
         f"{g['ratio']:.1f}x",
         "vLLM faster",
-        "yes" if g["ratio"] > 1 else "no",
+        _faster(
+            vllm["median_tokens_per_s"] - hf["median_tokens_per_s"],
+            vllm["spread_tokens_per_s"],
+            hf["spread_tokens_per_s"],
+        ),
     )
     row(
         f"runner s/step, {r['model']}, {r['steps']} steps x 8 x {r['completion_tokens']} tokens: vLLM colocate "
         f"(wall {r['vllm_wall_s']:.0f} s) vs transformers generation (wall {r['transformers_wall_s']:.0f} s)",
         f"{r['vllm_s_per_step']:.2f} s",
-        "",
-        f"transformers {r['transformers_s_per_step']:.2f} s",
+        f"{r['vllm_spread_s']:.2f} s",
+        f"transformers {r['transformers_s_per_step']:.2f} s (spread {r['transformers_spread_s']:.2f} s)",
         f"{r['ratio']:.2f}x",
         "vLLM faster",
-        "yes" if r["ratio"] > 1 else "no",
+        _faster(r["transformers_s_per_step"] - r["vllm_s_per_step"], r["vllm_spread_s"], r["transformers_spread_s"]),
     )
 
 

