@@ -351,8 +351,8 @@ def _notes(recipe: GRPORecipe, nodes: list[NodeLayout], server: bool, reason: st
     if server:
         notes.append(
             "Only rank 0 (node 0) talks to the vLLM server (TRL's server mode), so its default host 0.0.0.0 "
-            "reaches it. vLLM is not installed where this project is tested: the server path is checked as data "
-            "(its command parsed by trl's own parser), never run."
+            "reaches it. Tested on CPU with vLLM's CPU build: `trl vllm-serve` generating for TRL's client; not "
+            "tested: the server-mode weight sync, which TRL does over NCCL (CUDA only)."
         )
     reentrant = [item for item in recipe.reasons if item.field.endswith("checkpointing_kwargs")]
     notes.extend(f"{item.field}={item.value!r}: {item.reason}" for item in reentrant)
