@@ -58,7 +58,8 @@ def _per_step(times: list[float]) -> float:
     return (times[-1] - times[0]) / (len(times) - 1)
 
 
-def _passed_inspection(specs) -> None:
+def passed_inspection(specs) -> None:
+    """Inspect ``specs`` on 60 addition samples and record a review that passes the gate (bench setup only)."""
     from skill.data import addition_rows
     from skill.inspection.gate import record_review
     from skill.inspection.run import inspect_rewards
@@ -100,7 +101,7 @@ def measure(steps: int = 20, rounds: int = 2) -> dict[str, float]:
         RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),
         RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
     ]
-    _passed_inspection(specs)
+    passed_inspection(specs)
     overrides = {k: v for k, v in CONFIG.items() if k not in ("use_cpu", "bf16", "report_to")}
     recipe = emit_grpo_config(
         RecipeRequest(

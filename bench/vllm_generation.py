@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from runner_overhead import passed_inspection  # bench/ is this script's directory, first on sys.path
+
 PROMPTS = ["What is 7 + 5? Answer with just the number.", "Name three primary colours."]
 SIDE = r"""
 import json, statistics, sys, time
@@ -78,27 +80,6 @@ def generation_side(side: str, model: Path, n: int, tokens: int, repeats: int) -
     return {**result, "median_tokens_per_s": statistics.median(rates), "spread_tokens_per_s": max(rates) - min(rates)}
 
 
-def _passed_inspection(specs) -> None:
-    from skill.data import addition_rows
-    from skill.inspection.gate import record_review
-    from skill.inspection.run import inspect_rewards
-    from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
-
-    samples = [
-        SuppliedSample(
-            prompt=r["prompt"],
-            completion=r["answer"] if i % 3 else "no idea",
-            columns={"answer": r["answer"]},
-            group=i // 6,
-        )
-        for i, r in enumerate(addition_rows(60))
-    ]
-    report = inspect_rewards(InspectionRequest(rewards=specs, samples=samples))
-    planted = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["planted"]
-    labels = {s.id: s.id not in planted for s in report.samples}
-    record_review(ReviewRequest(report_id=report.id, reviewer="bench", labels=labels))
-
-
 def runner_seconds_per_step(steps: int, tokens: int) -> dict:
     """The runner's s/step on SmolLM2-135M generating with transformers, then with colocated vLLM."""
     from skill.data import addition_rows
@@ -116,7 +97,7 @@ def runner_seconds_per_step(steps: int, tokens: int) -> dict:
         RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),
         RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
     ]
-    _passed_inspection(specs)
+    passed_inspection(specs)
     common = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "num_generations": 8}
     common |= {"max_completion_length": tokens, "logging_steps": 1, "beta": 0.0, "seed": 3407}
     common["save_steps"] = 10 * steps  # no mid-run checkpoint: SmolLM2's (1.6 GB with Adam state) would dominate
