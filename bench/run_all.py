@@ -330,6 +330,7 @@ def render(info: dict, results: dict) -> str:
         "was lent to this project's sessions yet; `scripts/device_check.sh` is ready for one.",
         "",
     ]
+    lines += _load("validation_sections").render_sections(results)
     return "\n".join(lines)
 
 
@@ -358,6 +359,7 @@ def main() -> int:
         "memory_accuracy": _run("memory", memory_accuracy),
         "weights_moved": _run("weights_moved", lambda: _load("weights_moved").measure(steps=2 if quick else 10)),
         "vllm_generation": _run("vllm", lambda: vllm_generation(quick)),
+        **_load("validation_sections").measure_all(_run, quick),
     }
     if args.demo_json:
         results["demo"] = {"ok": True, "result": json.loads(args.demo_json.read_text())["demo"]}

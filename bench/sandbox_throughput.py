@@ -1,7 +1,8 @@
 """Sandbox throughput: small candidate programs x 3 stdin/stdout tests through the ``unit_tests`` reward,
 in executions (sandboxed program runs) per second, against the bare ceiling measured in the same run:
 ``/usr/bin/python3.11 -I -S -c pass`` spawned in parallel on every core, no isolation, no grading.
-Target: at least half the ceiling with isolation on.
+Target: at least half the ceiling with isolation on: bubblewrap with a read-only root and sized tmpfs
+mounts, a dropped uid, rlimits, and a memory cgroup per run where the host allows one (``memory_cgroup``).
 
 Run: python bench/sandbox_throughput.py [--programs N]
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from skill.rewards.code.cgroup import memory_cgroup_root  # noqa: E402
 from skill.rewards.code.sandbox import default_workers, sandbox_isolation, sandbox_python  # noqa: E402
 from skill.rewards.code.unit_tests import build_unit_tests  # noqa: E402
 
@@ -43,6 +45,31 @@ def ceiling(executions: int, workers: int) -> float:
     return executions / (time.perf_counter() - start)
 
 
+CALL_TESTS = {  # the same function under tests compared with literals (one sandbox per completion) and
+    # under a helper predicate of the tests' own (a second, candidate-free sandbox evaluates the helper)
+    "literal": ["assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert add(0, 5) == 5"],
+    "helper": [
+        "def near(a, b):\n    return abs(a - b) < 1e-9",
+        "assert near(add(1, 2), 3)",
+        "assert near(add(2, 2), 4)",
+    ],
+}
+
+
+def call_completions_per_s(programs: int) -> dict[str, float]:
+    """Completions per second for function tests: literal comparisons vs a helper predicate."""
+    reward = build_unit_tests(timeout_s=5, total_timeout_s=20)
+    completions = ["def add(a, b):\n    return a + b"] * programs
+    rates = {}
+    for name, tests in CALL_TESTS.items():
+        start = time.perf_counter()
+        scores = reward(["p"] * programs, completions, tests=[tests] * programs)
+        rates[f"call_tests_{name}_completions_per_s"] = programs / (time.perf_counter() - start)
+        if scores != [1.0] * programs:
+            raise RuntimeError(f"unexpected scores: {scores}")
+    return rates
+
+
 def measure(programs: int = 64) -> dict[str, float | str]:
     """Executions per second through ``unit_tests`` vs the bare ceiling; both measured twice, interleaved,
     best kept (a 2-core machine is noisy)."""
@@ -64,12 +91,14 @@ def measure(programs: int = 64) -> dict[str, float | str]:
         raise RuntimeError(f"unexpected scores: {scores}")
     return {
         "isolation": sandbox_isolation(),
+        "memory_cgroup": "yes" if memory_cgroup_root() is not None else "no",
         "workers": workers,
         "executions": executions,
         "sandboxed_executions_per_s": max(sandboxed),
         "bare_ceiling_per_s": max(bare),
         "ratio": max(sandboxed) / max(bare),
         "target_ratio": 0.5,
+        **call_completions_per_s(programs),
     }
 
 

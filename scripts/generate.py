@@ -157,6 +157,7 @@ GENERATED_BLOCKS: dict[str, Callable[[], str]] = {
     "memory-colocated": _memory_block("colocated_table"),
     "memory-server": _memory_block("server_table"),
     "memory-published": _memory_block("published_comparison"),
+    "memory-gpus": _memory_block("gpu_capacity_table"),
     "reward-catalogue": _reward_catalogue,
     "variants-table": _variants_table,
     "variants-detail": _variants_detail,

@@ -28,6 +28,7 @@ from server.commands import (
     command_serve,
     command_status,
 )
+from server.tool_errors import os_error_message
 from skill.errors import SkillError, pydantic_error_message
 from skill.routing.route import SignalKind
 from skill.state import STATE_ROOT_ENV
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {pydantic_error_message(exc, 'request')}", file=sys.stderr)
         return USAGE_ERROR
     except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {os_error_message(exc)}", file=sys.stderr)
         return USAGE_ERROR
     return 0
 

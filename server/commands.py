@@ -288,8 +288,10 @@ def _print_status(status: Any) -> None:
             if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, int | float)
         )
         print(f"  step {point.get('step')}: reward {point.get('reward', float('nan')):.3f} {rewards}")
-    for warning in status.health:
-        print(f"  health: {warning['message']}")
+    if status.health_summary:
+        print(f"  health: {status.health_summary}")
+    for warning in status.health[1:]:
+        print(f"  also: {warning['message']}")
     for name, path in status.paths.items():
         print(f"  {name}: {path}")
 

@@ -49,7 +49,21 @@ def configured_token() -> str | None:
 
 
 def check_binding(host: str, token: str | None) -> None:
-    """Refuse a non-loopback bind without a token, and a token too short to resist guessing."""
+    """Refuse a non-loopback bind without a token, a token a header cannot carry as set (blank, or with spaces or
+    control characters: it could never match, so every request would get 401), and one too short to resist guessing.
+
+    >>> check_binding("127.0.0.1", " " * 20)
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: GRPO_RLVR_MCP_TOKEN is blank or holds whitespace or control characters, which ...
+    """
+    if token is not None and (not token.strip() or any(ch.isspace() or not ch.isprintable() for ch in token)):
+        raise SkillError(
+            f"{TOKEN_ENV} is blank or holds whitespace or control characters, which an Authorization header cannot "
+            "carry as set: every request would be refused.",
+            f"Set {TOKEN_ENV} to printable characters without spaces, e.g. "
+            "\"$(python -c 'import secrets; print(secrets.token_urlsafe(32))')\".",
+        )
     if token is not None and len(token) < MIN_TOKEN_CHARS:
         raise SkillError(
             f"{TOKEN_ENV} is {len(token)} characters; a bearer token needs at least {MIN_TOKEN_CHARS}.",

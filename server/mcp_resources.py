@@ -4,8 +4,10 @@ and the ``finetune`` prompt that walks the whole flow.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
@@ -72,6 +74,23 @@ def register_documents(server: MCPServer) -> None:
         )
 
 
+def register_tool_schemas(server: MCPServer, schemas: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each tool's whole input schema, every option described: tools/list leaves out what has a default."""
+
+    @server.resource(
+        "grpo://tools/{tool}/input-schema",
+        name="tool-input-schema",
+        title="A tool's whole input schema",
+        description="The JSON Schema of a tool's arguments with every field described, including the options "
+        "with a default that tools/list shows without their description.",
+        mime_type="application/schema+json",
+    )
+    def tool_input_schema(tool: str) -> str:
+        if tool not in schemas:
+            raise ResourceNotFoundError(f"No tool {tool!r}. Send one of: {', '.join(schemas)}.")
+        return json.dumps(schemas[tool], indent=1)
+
+
 def _not_found(exc: SkillError) -> ResourceNotFoundError:
     return ResourceNotFoundError(str(exc))
 
@@ -101,8 +120,6 @@ def register_state_resources(server: MCPServer) -> None:
         mime_type="application/json",
     )
     def run_metrics(run_id: str) -> str:
-        import json
-
         try:
             return json.dumps(read_jsonl(run_dir(run_id) / "metrics.jsonl"))
         except SkillError as exc:
@@ -138,8 +155,9 @@ Read the resource grpo://skill/SKILL.md first; it is the method. Then:
 probe (the model and ~32 prompts, 8 samples each). Continue only if the route is "grpo"; otherwise report the \
 route, its evidence and next_skill, and stop.
 2. Inspect the rewards. Call inspect_rewards with the rewards you intend to train on and \
-route_decision_id=<the decision id>. Read every sample in the report (grpo://inspections/<report id>) and judge \
-it yourself. Any disagreement with a reward means: fix the reward first, then inspect again.
+route_decision_id=<the decision id>. Read every sample (the result's first page, then inspection_samples from \
+next_offset until it is null) and judge it yourself. Any disagreement with a reward means: fix the reward \
+first, then inspect again.
 3. Review. Call record_review with your per-sample labels (reviewer_kind "agent"). Do not accept all without \
 reading; it is recorded and does not pass. Continue only when the verdict is "passed".
 4. Config. Call emit_grpo_config with the model, hardware, method, rewards (correctness weight above format \

@@ -11,6 +11,7 @@ send>"``, including arguments the SDK rejects before an adapter runs.
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import sys
@@ -23,10 +24,14 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult
 from pydantic import ValidationError
 
+from server.heavy_imports import ensure_loaded, needs_heavy_imports
 from server.http_transport import check_binding, configured_token, run_http
-from server.mcp_resources import register_documents, register_prompts, register_state_resources
+from server.mcp_resources import register_documents, register_prompts, register_state_resources, register_tool_schemas
 from server.mcp_tools import TOOL_SPECS, strip_doctests, tool_description
+from server.stdio_transport import serve_stdio as serve_lines
+from server.thread_guards import serialise_ast_parse
 from server.tool_errors import ToolContract, invalid_arguments, shown, tool_message
+from server.tool_schemas import publish_compact_schemas
 
 logger = logging.getLogger("grpo_rlvr.server")
 
@@ -73,6 +78,8 @@ class GrpoServer(MCPServer):
         if any(key not in contract.accepted for key in arguments):
             known = {key: value for key, value in arguments.items() if key in contract.accepted}
             raise ToolError(invalid_arguments(contract, self.argument_errors(name, known), arguments))
+        if needs_heavy_imports(name):  # once, in one thread: concurrent lazy imports race (server.heavy_imports)
+            await self.load_libraries(name)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
@@ -85,6 +92,17 @@ class GrpoServer(MCPServer):
                 raise ToolError(invalid_arguments(contract, cause.errors(), arguments)) from cause
             text = str(cause) if isinstance(cause, ToolError) else str(exc)
             raise ToolError(tool_message(name, text.removeprefix(f"Error executing tool {name}: "))) from None
+
+    @staticmethod
+    async def load_libraries(name: str) -> None:
+        """The training libraries, imported once before the first tool that needs them (the others wait)."""
+        import anyio.to_thread
+
+        try:
+            await anyio.to_thread.run_sync(ensure_loaded)
+        except ImportError as exc:
+            message = f"the training libraries failed to import ({exc}); reinstall grpo-rlvr's dependencies."
+            raise ToolError(tool_message(name, message)) from None
 
 
 def _build_tools() -> tuple[list[Tool], dict[str, ToolContract]]:
@@ -100,7 +118,9 @@ def _build_tools() -> tuple[list[Tool], dict[str, ToolContract]]:
         strip_doctests(tool.parameters)
         strip_doctests(tool.output_schema)
         tools.append(tool)
-        contracts[spec.name] = ToolContract.of(spec.name, tool.parameters, spec.example, spec.hint)
+        # Argument errors are explained from the full schema; tools/list publishes the compact one.
+        contracts[spec.name] = ToolContract.of(spec.name, copy.deepcopy(tool.parameters), spec.example, spec.hint)
+    publish_compact_schemas(tools)
     return tools, contracts
 
 
@@ -112,6 +132,7 @@ def build_server() -> GrpoServer:
         server_version = version("grpo-rlvr")
     except PackageNotFoundError:  # run from a checkout without installing
         server_version = "0"
+    serialise_ast_parse()  # tools parse source in worker threads: see server.thread_guards
     tools, contracts = _build_tools()
     server = GrpoServer(
         tools,
@@ -122,6 +143,7 @@ def build_server() -> GrpoServer:
         instructions=INSTRUCTIONS,
     )
     register_documents(server)
+    register_tool_schemas(server, {name: contract.schema for name, contract in contracts.items()})
     register_state_resources(server)
     register_prompts(server)
     return server
@@ -133,9 +155,11 @@ def _log_to_stderr() -> None:
 
 
 def serve_stdio() -> None:
-    """Serve over stdio (the default transport)."""
+    """Serve over stdio (the default transport); a line that is no JSON-RPC message gets a JSON-RPC error."""
+    import anyio
+
     _log_to_stderr()
-    build_server().run("stdio")
+    anyio.run(serve_lines, build_server())
 
 
 def serve_http(host: str, port: int) -> None:

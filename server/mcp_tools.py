@@ -1,29 +1,29 @@
 """The MCP tools: one adapter a tool, a few lines over one ``skill`` function, with its title, hints and example.
 
 Adapters are declared once at module level (``TOOL_SPECS``) and registered by
-``server.mcp_server.build_server``. A ``SkillError`` becomes a tool error in the project's shape.
+``server.mcp_server.build_server``. A ``SkillError`` becomes a tool error in the project's shape
+(``server.tool_calls``). Results are compact: what an agent reads now, with the rest a call or a
+resource away (a page of samples, the whole inspection report, the full metrics).
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import wraps
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field
 
-from server.tool_errors import field_lines
-from skill.errors import SkillError
+from server.tool_calls import as_tool_errors, progress_reporter, until_cancelled
+from skill.inspection.digest import inspection_digest, review_outcome, sample_page
 from skill.inspection.gate import record_review
+from skill.inspection.reports import load_report
 from skill.inspection.run import inspect_rewards
-from skill.inspection.schema import InspectionReport, InspectionRequest, ReviewRequest
+from skill.inspection.schema import InspectionDigest, InspectionRequest, ReviewOutcome, ReviewRequest, SamplePage
 from skill.memory.estimate import MemoryEstimate, MemoryRequest, estimate_memory
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import GRPORecipe
@@ -31,7 +31,6 @@ from skill.routing.route import RouteDecision, RouteRequest, route_check
 from skill.runs import jobs
 from skill.runs.jobs import RunList, RunLogs, RunRequest, RunStatus
 
-logger = logging.getLogger("grpo_rlvr.server")
 T = TypeVar("T")
 
 
@@ -61,29 +60,10 @@ def _tool(
     """Declare an adapter as a tool, with the valid example its argument errors quote."""
 
     def register(function: Callable[..., T]) -> Callable[..., T]:
-        TOOL_SPECS.append(ToolSpec(_as_tool_errors(function), name, title, annotations, example, hint))
+        TOOL_SPECS.append(ToolSpec(as_tool_errors(function), name, title, annotations, example, hint))
         return function
 
     return register
-
-
-def _as_tool_errors(function: Callable[..., T]) -> Callable[..., T]:
-    """Turn a caller's mistake into a ToolError so the client sees the project's message, not a bare failure."""
-
-    @wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        try:
-            return function(*args, **kwargs)
-        except SkillError as exc:
-            raise ToolError(str(exc)) from None
-        except ValidationError as exc:  # a nested model built inside the tool from the caller's data
-            raise ToolError("the request was refused:\n" + "\n".join(field_lines(exc.errors()))) from None
-        except ValueError as exc:
-            raise ToolError(str(exc)) from None
-        except OSError as exc:  # a path the caller sent that does not exist or cannot be read: theirs to fix
-            raise ToolError(f"{exc}. Send a path that exists on the server's machine.") from None
-
-    return wrapper
 
 
 def tool_description(text: str) -> str:
@@ -108,26 +88,33 @@ def strip_doctests(schema: Any) -> None:
             strip_doctests(value)
 
 
-def _progress_reporter(ctx: Context) -> Callable[[float, float, str], None]:
-    """Progress from skill code running in the tool's worker thread, sent on the server's event loop."""
-    import anyio.from_thread
-
-    def report(done: float, total: float, message: str) -> None:
-        try:
-            anyio.from_thread.run(ctx.report_progress, done, total, message)
-        except Exception:  # progress is best effort: a client without a progress token must not fail the tool
-            logger.debug("progress not delivered", exc_info=True)
-
-    return report
+MAX_WAIT_SECONDS = 50.0
+"""run_status blocks at most this long: common MCP clients give up on a call after 60 s."""
 
 
-RunId = Annotated[str, Field(description="A run id, as run_grpo or list_runs returned it (e.g. 'gsm8k-lora-1').")]
+class RunToolRequest(RunRequest):
+    """Start (or resume) a GRPO run of a recipe on this machine."""
+
+    model_config = ConfigDict(title="RunRequest")  # the contract's name, in schemas and argument errors
+
+    # Typed as GRPORecipe, the recipe's whole schema (13k characters) would be published in tools/list
+    # for a value the agent only passes on; it is validated on arrival instead (run_grpo_tool).
+    recipe: dict[str, Any] | None = Field(  # type: ignore[assignment]
+        default=None,
+        description="emit_grpo_config's result, passed on unchanged (its schema: grpo://schemas/grpo_recipe.json).",
+    )
+
+
+RunId = Annotated[str, Field(description="A run id, as run_grpo or list_runs returned it.")]
 
 EXAMPLE_RECIPE_REQUEST: dict[str, Any] = {
     "model": {"name": "Qwen/Qwen2.5-1.5B-Instruct"},
     "hardware": {"gpu_model": "H100", "gpus_per_node": 1},
     "method": "lora",
-    "rewards": [{"name": "format", "role": "format", "weight": 0.2}, {"name": "exact_match", "role": "correctness"}],
+    "rewards": [  # the format's <answer> tag is the one exact_match reads: one completion can earn both
+        {"name": "format", "role": "format", "weight": 0.2, "params": {"pattern": "answer_tag"}},
+        {"name": "exact_match", "role": "correctness"},
+    ],
     "dataset": {"name": "openai/gsm8k", "columns": ["answer"]},
 }
 
@@ -140,23 +127,18 @@ EXAMPLE_RECIPE_REQUEST: dict[str, Any] = {
     hint='To measure instead of guess, add a verifier and a probe, e.g. "verifier": {"name": "exact_match", '
     '"role": "correctness"}, "probe": {"dataset": "embedded:addition", "num_prompts": 8}.',
 )
-def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision:
-    """Decide whether a fine-tuning task should use GRPO at all. Call it first, before any config.
+async def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision:
+    """Decide whether a task should use GRPO at all. Call it first.
 
-    Send `signal`, the kind of feedback the task has (unit_tests, parser_schema, tool_call_schema, math_answer,
-    exact_answer, preference_pairs, demonstrations, human_judgment). To measure instead of guess, also send a
-    `verifier` (a reward spec) and a `probe` (model plus prompts, rows or a dataset file): the base model is sampled
-    n times per prompt on the server's machine and scored (minutes on a CPU; progress is reported; a hub model not
-    in the local cache may be fetched).
+    Send `signal`; to measure, a `verifier` (reward spec) and a `probe`: the base model (local or cached, nothing
+    is downloaded) is sampled here, with progress; cancelling the call stops it.
 
-    Returns the route (grpo | lora-qlora-recipes | preference-optimization | eval-harness-first | not-worth-rl),
-    reasons, evidence (pass@1, pass@k, learnable fraction), the next step and the decision `id`; the samples are
-    saved under that id.
+    Returns the route, reasons, evidence (pass@k, learnable fraction) and the decision `id`.
 
-    Next: when the route is grpo, call inspect_rewards with route_decision_id=<id> (it reuses the samples), then
-    emit_grpo_config with the same route_decision_id. Otherwise hand over to the skill named in next_skill.
+    Next: if grpo, inspect_rewards and emit_grpo_config with route_decision_id=<id>; else next_skill.
     """
-    return route_check(request, progress=_progress_reporter(ctx))
+    progress = progress_reporter(ctx)
+    return await until_cancelled(lambda should_stop: route_check(request, progress=progress, should_stop=should_stop))
 
 
 @_tool(
@@ -171,25 +153,39 @@ def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision:
     },
     hint="Send exactly one sample source: samples, route_decision_id (from route_check) or generate.",
 )
-def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> InspectionReport:
-    """Run the rewards on 50-100 sampled outputs before any training: the read that gates run_grpo.
+async def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> InspectionDigest:
+    """Run the rewards on 50-100 sampled outputs in a fresh process: the read that gates run_grpo.
 
-    Call it after route_check (pass its decision id as route_decision_id to reuse its samples), or with your own
-    `samples`, or with `generate` to sample the policy here (progress is reported; a hub model not in the local cache
-    may be fetched; a judge reward may call its endpoint).
+    Samples: route_decision_id, your `samples`, or `generate` (with progress; cancelling stops it).
 
-    The rewards run in a fresh process (the code on disk). Returns the report with verdict 'pending': per-reward
-    scores, weighted totals, extracted answers, statistics, flags (each blocking one says what to change), hack
-    probes judged by each reward's role and on the weighted total (a well-formed wrong answer, candidate lists,
-    empty/echoed/nonsense/self-praising output, sys.exit(0), AlwaysEqual, judge master keys...) and `paths` to its
-    Markdown and HTML (also the resource grpo://inspections/{id}). A few samples show a deliberately wrong score
-    (attention checks, chosen by the server).
+    Returns a summary, statistics, flags (blocking ones say what to change), hack probes that beat a reward and
+    the first page of samples; a few show a deliberately wrong score (attention checks). Whole report: resource
+    grpo://inspections/{id}.
 
-    Next: read every sample, decide whether you agree with each judgment, and label every one with record_review.
-    run_grpo refuses rewards without an inspection that opens the gate.
+    Next: read every sample (inspection_samples from next_offset), label each with record_review.
     """
+    progress = progress_reporter(ctx)
+    report = await until_cancelled(
+        lambda should_stop: inspect_rewards(request, progress=progress, should_stop=should_stop)
+    )
+    return inspection_digest(report)
 
-    return inspect_rewards(request, progress=_progress_reporter(ctx))
+
+@_tool(
+    "inspection_samples",
+    "Read the next samples of an inspection",
+    _hints(read_only=True, destructive=False, idempotent=True, open_world=False),
+    {"report_id": "insp-20250101-120000-abc123", "offset": 12},
+)
+def inspection_samples_tool(
+    report_id: Annotated[str, Field(description="The inspection's id, as inspect_rewards returned it.")],
+    offset: Annotated[int, Field(ge=0, description="The page's first sample: next_offset of the page before.")] = 0,
+) -> SamplePage:
+    """An inspection's samples from `offset` on, as many as fit one result (about 10,000 characters).
+
+    Call it with each page's next_offset until it is null: record_review needs every sample read and labelled.
+    """
+    return sample_page(load_report(report_id), offset)
 
 
 @_tool(
@@ -205,24 +201,17 @@ def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> Inspection
         }
     },
 )
-def record_review_tool(request: ReviewRequest) -> InspectionReport:
-    """Record whether the reader agrees with the rewards' judgment of each sample of an inspection; decides the gate.
+def record_review_tool(request: ReviewRequest) -> ReviewOutcome:
+    """Record, per sample, whether you agree with the rewards' judgment (labels id -> true/false); decides the gate.
 
-    Call it after reading the report inspect_rewards returned. Send the report_id, who read (reviewer and
-    reviewer_kind human|agent) and labels for every sample: id -> true when you agree with the rewards' judgment
-    of it, false when you do not. It replaces any earlier review of the same report.
+    Passes when every sample is labelled, you disagree with each attention check and no real sample, and no flag
+    blocks. Accept-all never passes; accept_unread + accept_unread_reason opens it as 'reward not reviewed'.
 
-    Returns the report with verdict passed|failed|accepted_unread and verdict_reasons. It passes when every
-    sample is labelled, you disagree with every attention check (a deliberately wrong score) and with no real
-    sample, and no flag blocks. A failed review does not say which samples were checks; it adds one and is
-    counted (5 at most per report). An accept-all (non_interactive) never passes. To train on the rewards
-    without a read, send accept_unread=true with accept_unread_reason instead of labels: the gate opens as
-    'reward not reviewed', stamped on the recipe, the run's status, its metrics header and the model card.
+    Returns the verdict, its reasons and the stamp runs will carry.
 
-    Next: if failed, fix the reward functions (or read again) and inspect again; otherwise emit_grpo_config.
+    Next: if failed, fix the rewards or read again; else emit_grpo_config.
     """
-
-    return record_review(request)
+    return review_outcome(record_review(request))
 
 
 @_tool(
@@ -232,21 +221,14 @@ def record_review_tool(request: ReviewRequest) -> InspectionReport:
     {"request": EXAMPLE_RECIPE_REQUEST},
 )
 def emit_grpo_config_tool(request: RecipeRequest) -> GRPORecipe:
-    """Emit a GRPO training recipe that the installed TRL accepts, with a reason for every value.
+    """Emit a GRPO recipe the installed TRL accepts, with a reason for every value.
 
-    Call it after route_check decided 'grpo' (send its route_decision_id) and the rewards passed inspection. Send
-    the model (HF id, local path or the embedded default), the target hardware (GPU model and count, or
-    accelerator 'cpu'), the method (full | lora | qlora | auto), reward specs (name, role, weight) and the dataset;
-    optionally a variant name, observed symptoms (e.g. 'length_growth_without_accuracy') and explicit GRPOConfig
-    overrides with override_reasons.
+    Send model, hardware (GPUs or accelerator 'cpu'), method, rewards, dataset, route_check's route_decision_id;
+    optionally a variant, symptoms, overrides with override_reasons.
 
-    Returns the recipe: TRL GRPOConfig kwargs, model, method, PEFT, data, rewards, launch plan, the memory estimate
-    and reasons, proven against the installed TRL; its provenance names the inspection that opens the gate for
-    the rewards at the weights TRL will use (reward_review says 'reward not reviewed' when accepted unread). No
-    reward code is imported; a reward module off the allowlist is refused.
+    Returns GRPOConfig kwargs, PEFT, data, launch plan, memory estimate and provenance.
 
-    Next: check the attached memory estimate (or compare options with estimate_memory), then start it with
-    run_grpo({"request": {"recipe": <this result>}}).
+    Next: run_grpo({"request": {"recipe": <this result>}}).
     """
     return emit_grpo_config(request)
 
@@ -258,18 +240,11 @@ def emit_grpo_config_tool(request: RecipeRequest) -> GRPORecipe:
     {"request": {"model": "Qwen/Qwen2.5-7B-Instruct", "hardware": {"gpu_model": "A100-40GB"}, "method": "lora"}},
 )
 def estimate_memory_tool(request: MemoryRequest) -> MemoryEstimate:
-    """Estimate the per-GPU (or CPU RAM) memory of a whole GRPO setup before renting hardware.
+    """Estimate the per-GPU (or CPU RAM) memory of a GRPO setup before renting hardware.
 
-    Call it to size a setup or compare options; emit_grpo_config already attaches an estimate to every recipe.
-    Send the model (hub id, local directory with config.json, or explicit `shape` numbers), the hardware and the
-    training settings (method, batch, prompt and completion lengths, vLLM, sharding...).
+    Returns each component, the peaks, whether it fits, and remedies ranked by cost with the peak each gives.
 
-    Returns weights, gradients, optimizer states, reference model, activations, the log-prob computation, colocated
-    vLLM and overhead; the peak in the training step and in generation; whether it fits; and remedies ranked by cost
-    (checkpointing, vLLM sleep mode or share, smaller micro-batch, 8-bit Adam, LoRA, QLoRA, ZeRO-3, more GPUs), each
-    with the peak it would give.
-
-    Next: apply the cheapest remedy that fits through emit_grpo_config (method, overrides) and run_grpo.
+    Next: apply the cheapest remedy that fits through emit_grpo_config.
     """
     return estimate_memory(request)
 
@@ -281,23 +256,16 @@ def estimate_memory_tool(request: MemoryRequest) -> MemoryEstimate:
     {"request": {"resume_run_id": "gsm8k-lora-1"}},
     hint='To start a new run send {"request": {"recipe": <the result of emit_grpo_config>, "run_id": "gsm8k-lora-1"}}.',
 )
-def run_grpo_tool(request: RunRequest) -> RunStatus:
-    """Start a real GRPO run of a recipe on the server's machine, in its own process; returns at once.
+def run_grpo_tool(request: RunToolRequest) -> RunStatus:
+    """Start a GRPO run of a recipe on the server's machine, in its own process; returns at once.
 
-    Call it with the recipe emit_grpo_config returned, after the rewards passed inspection. It refuses, with the
-    reason: rewards without a passed inspection (never overridable), a route decision that is not grpo, a recipe that
-    does not fit memory (force + force_reason override these two), a target this machine is not (a GPU recipe
-    without a GPU, vLLM not installed), data missing the columns the rewards read. The gate is checked on the
-    reward code as it is now, with the weights TRL will use, for a new run and for resume_run_id (continue a
-    stopped run from its last checkpoint), and again in the training process. A hub model or dataset not in the
-    local cache is fetched by the run.
+    Refuses rewards without an inspection that opened the gate (never overridable), a route that is not grpo or
+    a recipe that does not fit (force + force_reason), a target this machine is not. resume_run_id continues a
+    stopped run. Returns the run's status (state 'starting').
 
-    Returns the run's status with its run_id (state 'starting') and reward_review.
-
-    Next: run_status with wait_seconds to follow it, run_logs to read its log, cancel_run to stop it.
+    Next: run_status with wait_seconds; run_logs; cancel_run.
     """
-
-    return jobs.run_grpo(request)
+    return jobs.run_grpo(RunRequest.model_validate(request.model_dump(exclude_unset=True)))
 
 
 @_tool(
@@ -310,21 +278,21 @@ def run_status_tool(
     run_id: RunId,
     ctx: Context,
     wait_seconds: Annotated[
-        float, Field(ge=0, le=600, description="Block up to this long while the run moves (progress is reported).")
+        float,
+        Field(
+            ge=0,
+            le=MAX_WAIT_SECONDS,
+            description=f"Block up to this long while the run moves, with progress (at most {MAX_WAIT_SECONDS:g} s: "
+            "clients time out at 60 s). Call again to keep following.",
+        ),
     ] = 0.0,
 ) -> RunStatus:
-    """Where a run stands. Call it after run_grpo, repeatedly, to follow a run.
+    """Where a run stands. Returns state, step, ETA, last metrics, health warnings with the variant to apply.
 
-    Returns the state (starting|running|succeeded|failed|cancelled), step and ETA, the last metric points (rewards
-    per function, kl, entropy, lengths...), health warnings with the variant or re-weighting to apply, the reason
-    when it ended, reward_review ('reward not reviewed: ...' when trained unread), and the run's files. With
-    wait_seconds it blocks while the run moves, reporting progress.
-
-    Next: on a health warning, re-emit with emit_grpo_config(symptoms=[...]) and start a new run; on failure read
-    run_logs. The full metric history is the resource grpo://runs/{run_id}/metrics.
+    Next: on a health warning, re-emit with symptoms=[...]; on failure, run_logs. All metrics: resource
+    grpo://runs/{run_id}/metrics.
     """
-
-    return jobs.run_status(run_id, wait_seconds, progress=_progress_reporter(ctx))
+    return jobs.run_status(run_id, wait_seconds, progress=progress_reporter(ctx))
 
 
 @_tool(
@@ -340,7 +308,6 @@ def run_logs_tool(
 
     Call it when run_status reports a failure or something odd. Returns the lines, oldest first.
     """
-
     return jobs.run_logs(run_id, lines)
 
 
@@ -351,12 +318,10 @@ def run_logs_tool(
     {"run_id": "gsm8k-lora-1"},
 )
 def cancel_run_tool(run_id: RunId) -> RunStatus:
-    """Stop a running run: SIGTERM to its process group, then SIGKILL; the step in flight is lost.
+    """Stop a running run (SIGTERM, then SIGKILL); the step in flight is lost, its checkpoints stay.
 
-    Its checkpoints stay, so it can be resumed with run_grpo({"request": {"resume_run_id": ...}}). Cancelling a run
-    that already ended changes nothing. Returns the run's status.
+    Resume with run_grpo({"request": {"resume_run_id": ...}}). Returns the run's status.
     """
-
     return jobs.cancel_run(run_id)
 
 
@@ -371,5 +336,4 @@ def list_runs_tool() -> RunList:
 
     Call it to find a run id. Next: run_status or run_logs on one of them.
     """
-
     return jobs.list_runs()

@@ -12,8 +12,11 @@ Values the caller sent are echoed truncated: a fuzzer's megabyte string must not
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -262,3 +265,45 @@ def _flattened_fields(contract: ToolContract, arguments: Mapping[str, Any]) -> l
 def tool_message(tool: str, message: str) -> str:
     """A tool's own refusal, in the project's shape."""
     return clip(f"{tool}: {message}")
+
+
+def _free_space(path: str | None) -> str:
+    """'12.0 MiB free on /mnt' for the file system holding path (or its nearest existing parent)."""
+    probe = os.path.dirname(os.path.abspath(path)) if path else None
+    while probe and not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not probe:
+        return ""
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return ""
+    return f" ({free / 2**20:.1f} MiB free on the file system of {probe})"
+
+
+def os_error_message(exc: OSError) -> str:
+    """An operating-system error in words that name its real cause and the remedy: a full disk says so and where;
+    only a missing path asks for a path that exists.
+
+    >>> os_error_message(FileNotFoundError(errno.ENOENT, "No such file or directory", "/nope/x.json"))
+    "/nope/x.json does not exist on the server's machine (No such file or directory). Send a path that exists there."
+    >>> os_error_message(PermissionError(errno.EACCES, "Permission denied", "/root/x")).startswith("Permission denied")
+    True
+    """
+    where = exc.filename or ""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"the disk is full: no space left to write {where or 'a file'}{_free_space(where or None)}. "
+            "Free space on that disk, or point GRPO_RLVR_HOME (--state-root) at a disk with room, then send the call "
+            "again."
+        )
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return f"{where} does not exist on the server's machine ({reason}). Send a path that exists there."
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"Permission denied on {where}: the server's user cannot access it. Send a path it can read/write."
+    if exc.errno == errno.EROFS:
+        return f"{where} is on a read-only file system. Point GRPO_RLVR_HOME (--state-root) at a writable disk."
+    if exc.errno == errno.EISDIR:
+        return f"{where} is a directory where a file was expected. Send the path of a file."
+    return f"{reason}{f' ({where})' if where else ''}: an operating-system error on the server's machine."

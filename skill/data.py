@@ -20,8 +20,9 @@ Every row is then shaped the same way (``shape_row``):
   column is ``answer`` itself, its full text is replaced by the extracted answer.
 
 Owns: ``DatasetSpec``, ``load_rows``, ``load_training_dataset``, row shaping, prompt token counting (as
-TRL tokenizes prompts) and the built-in datasets. May import: ``errors`` (and ``datasets``, inside the
-functions that need it).
+TRL tokenizes prompts) and the built-in datasets. May import: ``errors``, ``state`` (a local file's Arrow
+cache lives under the state root's cache/datasets; a hub id reads the shared Hugging Face cache, where it was
+downloaded) and ``datasets``, inside the functions that need it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skill.errors import SkillError
+from skill.state import state_dir
 
 LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 ADDITION_DATASET_ID = "embedded:addition"
@@ -67,7 +69,7 @@ def _template_fields(template: str) -> list[str]:
 class DatasetSpec(BaseModel):
     """The training prompts and, for answer-checking rewards, the reference answers."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
     name: str = Field(
         description="Hugging Face dataset id, a local .jsonl/.json/.csv/.parquet file, or 'embedded:addition'."
@@ -308,8 +310,9 @@ def _read(spec: DatasetSpec, cached_only: bool = False) -> Any:
             f"Dataset {spec.name!r} is a local file and has no config {spec.config!r}.",
             "Leave config out for a local file (it is one table), or send the hub dataset id.",
         )
-    if local_format is not None:
-        return _load_dataset(spec.name, local_format, data_files=spec.name, split="train")
+    if local_format is not None:  # its Arrow cache goes under the state root, not ~/.cache
+        cache = str(state_dir("cache") / "datasets")
+        return _load_dataset(spec.name, local_format, data_files=spec.name, split="train", cache_dir=cache)
     if cached_only and not path.is_dir():
         return _read_cached_hub(spec)
     return _load_dataset(spec.name, spec.name, spec.config, split=spec.split)

@@ -4,7 +4,8 @@ Prompts are chat messages (the chat template is applied, as TRL does for convers
 plain text (used as is). Generation runs with transformers on this machine's device, in batches,
 seeded, and reports progress after each batch through a callback (the MCP server forwards it as
 progress notifications). Models load once per process and stay cached, so a route check followed
-by an inspection does not load twice.
+by an inspection does not load twice. A caller may pass ``should_stop``: it is asked before every
+batch, and when it answers True sampling stops with ``Cancelled`` (nothing is returned half-done).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ from skill.models.sources import resolve_model_path
 
 Prompt = str | list[dict[str, Any]]
 Progress = Callable[[float, float, str], None]
+ShouldStop = Callable[[], bool]
+
+
+class Cancelled(SkillError):
+    """The caller asked the work to stop (e.g. an MCP client cancelled the request); nothing was saved."""
 
 
 class SamplingSettings(BaseModel):
@@ -75,9 +81,13 @@ def render_prompt(tokenizer: Any, prompt: Prompt) -> str:
 
 
 def sample_completions(
-    model: str, prompts: list[Prompt], settings: SamplingSettings, progress: Progress | None = None
+    model: str,
+    prompts: list[Prompt],
+    settings: SamplingSettings,
+    progress: Progress | None = None,
+    should_stop: ShouldStop | None = None,
 ) -> list[SampledGroup]:
-    """``settings.n`` completions for every prompt, in prompt order.
+    """``settings.n`` completions for every prompt, in prompt order; ``should_stop`` is asked before each batch.
 
     >>> SamplingSettings(n=4, temperature=0.7).max_new_tokens
     256
@@ -94,6 +104,7 @@ def sample_completions(
     total = len(prompts) * settings.n
     started = time.perf_counter()
     for start in range(0, len(texts), prompts_per_batch):
+        stop_if_asked(should_stop, f"sampling stopped after {len(groups) * settings.n}/{total} completions")
         chunk = texts[start : start + prompts_per_batch]
         encoded = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(policy.device)
         torch.manual_seed(generator_seed + start)
@@ -119,3 +130,19 @@ def sample_completions(
             elapsed = time.perf_counter() - started
             progress(done, total, f"sampled {done}/{total} completions in {elapsed:.0f} s")
     return groups
+
+
+def stop_if_asked(should_stop: ShouldStop | None, where: str) -> None:
+    """Raise ``Cancelled`` when the caller asked to stop; a no-op without a ``should_stop``.
+
+    >>> stop_if_asked(None, "here"), stop_if_asked(lambda: False, "here")
+    (None, None)
+    >>> stop_if_asked(lambda: True, "sampling stopped after 8/64 completions")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    skill.sampling.Cancelled: Cancelled by the caller: sampling stopped after 8/64 completions; nothing was saved. ...
+    """
+    if should_stop is not None and should_stop():
+        raise Cancelled(
+            f"Cancelled by the caller: {where}; nothing was saved.",
+            "Send the request again to start over (a smaller probe finishes sooner).",
+        )

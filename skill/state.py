@@ -90,6 +90,19 @@ def write_atomically(path: Path, text: str) -> None:
     >>> write_atomically(target, "{}"); target.read_text()
     '{}'
     """
-    staging = path.with_name(path.name + ".tmp")
-    staging.write_text(text)
-    staging.replace(path)
+    import tempfile
+
+    # A name of its own per writer (two threads replacing the same file must not share one staging file), removed
+    # when the write fails (a full disk must not leave an empty *.tmp behind).
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    staging = Path(name)
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+        staging.chmod(0o644)
+        staging.replace(path)
+    except BaseException as exc:
+        staging.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:  # a failed write names no file: name the one meant
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise

@@ -10,8 +10,8 @@ import pytest
 
 from skill.recipe.variants import SYMPTOMS, select_variants
 from skill.rewards.spec import RewardSpec
-from skill.runs.health import diagnose, symptoms
-from skill.runs.series import finite_values, first_last_means, metric_names
+from skill.runs.health import CAUSE_ORDER, diagnose, headline, symptoms
+from skill.runs.series import BatchShape, finite_values, first_last_means, metric_names
 
 N = 40
 EQUAL = [
@@ -107,12 +107,27 @@ def test_a_shaping_reward_can_diverge_too():
 # --- one detector at a time ------------------------------------------------------------------------
 
 
-def test_no_learning_signal():
+def test_no_learning_signal_says_which_way():
     flagged = diagnose(run(frac_reward_zero_std=ramp(0.95, 0.97, noise=0.01), reward=[0.0] * N), EQUAL)
-    assert codes(flagged) == ["no_learning_signal"]
+    assert codes(flagged) == ["no_learning_signal_all_fail"]
     assert flagged[0].symptom == "no_learning_signal" and flagged[0].suggested_variant == "more_exploration"
     assert flagged[0].evidence["frac_reward_zero_std_recent"] >= 0.9
-    assert diagnose(run(frac_reward_zero_std=ramp(0.6, 0.5, noise=0.05)), EQUAL) == []
+    # All-pass needs the opposite fix: harder prompts, not more exploration.
+    solved = diagnose(run(frac_reward_zero_std=[0.8] * N, **{CORRECT_: [0.97] * N}), CORRECTNESS_LED)
+    assert codes(solved) == ["no_learning_signal_all_pass"]
+    assert solved[0].suggested_variant is None and "harder prompts" in solved[0].suggested_change
+    assert solved[0].evidence["all_pass_share"] > 0.7
+    assert diagnose(run(frac_reward_zero_std=ramp(0.3, 0.2, noise=0.05)), EQUAL) == []
+
+
+def test_three_quarters_uniform_groups_is_no_signal_at_8_completions_per_group():
+    # The issue's case: 75% of groups all-correct or all-wrong drew no warning under a 0.9 limit.
+    shape = BatchShape(completions=64, group_size=8)  # 8 groups of 8 per logged step
+    metrics = run(frac_reward_zero_std=[0.75] * N, **{CORRECT_: [0.1] * N})
+    assert codes(diagnose(metrics, EQUAL, shape=shape))[0] == "no_learning_signal_all_fail"
+    # A healthy run sits near 0.02; half the groups at the noise of 2 groups a step is not shown above 0.5.
+    assert diagnose(run(frac_reward_zero_std=[0.02] * N), EQUAL, shape=shape) == []
+    assert diagnose(run(n=6, frac_reward_zero_std=[0.5, 0.75] * 3), EQUAL, shape=BatchShape(16, 8)) == []
 
 
 def test_length_growth_without_accuracy():
@@ -120,7 +135,7 @@ def test_length_growth_without_accuracy():
         completions__mean_length=ramp(100, 180, noise=5, clamp=False), **{CORRECT_: ramp(0.3, 0.3, noise=0.03)}
     )
     warnings = diagnose(metrics, EQUAL, max_completion_length=256)
-    assert codes(warnings) == ["length_growth", "reward_plateau"]  # flat correctness is a plateau too
+    assert codes(warnings) == ["length_growth"]  # the flat correctness it explains is not a plateau on top
     warning = warnings[0]
     assert warning.symptom == "length_growth_without_accuracy"
     assert warning.suggested_variant == "dr_grpo"
@@ -131,7 +146,7 @@ def test_length_growth_without_accuracy():
 
 def test_length_growth_falls_back_to_the_total_reward():
     metrics = run(completions__mean_length=ramp(100, 180, clamp=False), reward=ramp(0.5, 0.5))
-    assert codes(diagnose(metrics, [])) == ["length_growth", "reward_plateau"]
+    assert codes(diagnose(metrics, [])) == ["length_growth"]
     metrics = run(completions__mean_length=ramp(100, 180, clamp=False), reward=ramp(0.2, 0.9))
     assert diagnose(metrics, []) == []
 
@@ -171,7 +186,7 @@ def test_reward_plateau():
     assert diagnose(run(**{CORRECT_: ramp(0.93, 0.95, noise=0.02)}), EQUAL) == []  # near the maximum
     # Not reported on top of its cause.
     starved = run(**{CORRECT_: [0.0] * N}, frac_reward_zero_std=[1.0] * N)
-    assert codes(diagnose(starved, EQUAL)) == ["no_learning_signal"]
+    assert codes(diagnose(starved, EQUAL)) == ["no_learning_signal_all_fail"]
 
 
 def test_reward_failures_are_critical_and_first():
@@ -202,7 +217,7 @@ def test_too_short_a_series_gives_no_trend_warnings():
     assert first_last_means(metrics, "kl") is None
     # Level checks still read a short series.
     short = run(n=3, frac_reward_zero_std=[1.0, 1.0, 1.0])
-    assert codes(diagnose(short, EQUAL)) == ["no_learning_signal"]
+    assert codes(diagnose(short, EQUAL)) == ["no_learning_signal_all_fail"]
     assert diagnose(run(n=2, frac_reward_zero_std=[1.0, 1.0]), EQUAL) == []
 
 
@@ -254,4 +269,117 @@ def test_symptoms_are_keys_of_the_variant_table():
     plateau = diagnose(run(**{CORRECT_: ramp(0.1, 0.4, n=20) + [0.4] * 20}), EQUAL)
     assert symptoms(plateau + warnings + plateau).count("early_plateau") == 1
     assert select_variants([], symptoms(plateau + warnings))[0]  # emit_grpo_config accepts them
-    assert [w.severity for w in warnings] == sorted((w.severity for w in warnings), key=lambda s: s != "critical")
+    ranks = [CAUSE_ORDER.index(w.code) for w in warnings]
+    assert ranks == sorted(ranks) and warnings[0].code == "no_learning_signal_all_fail"
+
+
+# --- held-out rows, gradients, clipping, composition, ranking ----------------------------------------
+
+
+def with_heldout(metrics: list[dict], values: list[float], every: int = 5) -> list[dict]:
+    """Training rows with held-out rows (TRL's eval_* keys) at step 0 and every ``every`` steps, in log order."""
+    rows = [{"step": 0, "eval_loss": 0.0, "eval_rewards/exact_match/mean": values[0]}]
+    for point in metrics:
+        rows.append(point)
+        if point["step"] % every == 0 and point["step"] // every < len(values):
+            rows.append(
+                {
+                    "step": point["step"],
+                    "eval_loss": 0.0,
+                    "eval_rewards/exact_match/mean": values[point["step"] // every],
+                }
+            )
+    return rows
+
+
+HELDOUT_SHAPE = BatchShape(completions=32, group_size=8, eval_prompts=16, eval_generations=2)
+
+
+def test_training_rising_while_heldout_peaks_and_falls_is_named():
+    train = run(**{CORRECT_: ramp(0.2, 0.8, noise=0.03)})
+    hacked = with_heldout(train, [0.2, 0.3, 0.45, 0.5, 0.45, 0.35, 0.25, 0.15, 0.1])
+    [warning] = diagnose(hacked, CORRECTNESS_LED, shape=HELDOUT_SHAPE)
+    assert warning.code == "heldout_divergence" and warning.severity == "critical"
+    assert warning.evidence["heldout_best"] > 0.4 and warning.evidence["heldout_last"] < 0.2
+    assert "checkpoint from around step" in warning.suggested_change
+    learning = with_heldout(train, [0.2, 0.27, 0.35, 0.42, 0.5, 0.56, 0.63, 0.7, 0.75])
+    assert diagnose(learning, CORRECTNESS_LED, shape=HELDOUT_SHAPE) == []
+    # The same fall within the noise of a 4-prompt sample is not shown.
+    small = BatchShape(32, 8, eval_prompts=2, eval_generations=2)
+    wobble = with_heldout(train, [0.2, 0.3, 0.45, 0.5, 0.45, 0.4, 0.5, 0.35, 0.4])
+    assert diagnose(wobble, CORRECTNESS_LED, shape=small) == []
+
+
+def test_length_hacking_is_seen_through_the_heldout_score():
+    # The issue's case: length 438 -> 1205 while a hackable correctness reward rises; held-out does not.
+    train = run(completions__mean_length=ramp(438, 1205, noise=20, clamp=False), **{CORRECT_: ramp(0.3, 0.65)})
+    assert diagnose(train, CORRECTNESS_LED, max_completion_length=2048) == []  # invisible without held-out rows
+    hacked = with_heldout(train, [0.3, 0.31, 0.29, 0.3, 0.32, 0.3, 0.28, 0.3, 0.29])
+    [warning] = diagnose(hacked, CORRECTNESS_LED, max_completion_length=2048, shape=HELDOUT_SHAPE)
+    assert warning.code == "length_growth" and warning.suggested_variant == "dr_grpo"
+    assert "held-out exact_match" in warning.message
+
+
+def test_gradient_spikes_and_vanishing_gradients():
+    norms = [0.5 * (1.2 if i % 3 else 0.8) for i in range(N)]
+    spiky = list(norms)
+    spiky[25] *= 150
+    [warning] = diagnose(run(grad_norm=spiky), EQUAL)
+    assert warning.code == "gradient_spikes" and warning.suggested_variant == "gspo"
+    assert warning.evidence["worst_ratio"] > 100 and warning.evidence["worst_step"] == 26
+    assert diagnose(run(grad_norm=norms), EQUAL) == []
+    fading = [0.5 * 0.001 ** (i / (N - 1)) for i in range(N)]
+    [warning] = diagnose(run(grad_norm=fading, frac_reward_zero_std=[0.05] * N), EQUAL)
+    assert warning.code == "vanishing_gradients" and "fp32 master weights" in warning.suggested_change
+    # No gradient because every group is uniform is the learning signal's failure, not this one.
+    assert "vanishing_gradients" not in codes(diagnose(run(grad_norm=fading, frac_reward_zero_std=[1.0] * N), EQUAL))
+
+
+def test_clip_saturation():
+    [warning] = diagnose(run(**{"clip_ratio__region_mean": ramp(0.05, 0.35, clamp=False)}), EQUAL)
+    assert warning.code == "clip_saturation" and warning.symptom == "multi_step_instability"
+    assert diagnose(run(**{"clip_ratio__region_mean": [0.04] * N}), EQUAL) == []
+
+
+def test_a_format_reward_carrying_the_variance_is_named_not_a_plateau():
+    metrics = run(
+        rewards__format__mean=[0.5] * N,
+        rewards__format__std=[0.5] * N,
+        rewards__exact_match__std=[0.3] * N,
+        **{CORRECT_: ramp(0.12, 0.11, noise=0.01)},
+    )
+    warnings = diagnose(metrics, EQUAL)
+    assert codes(warnings) == ["reward_composition"]
+    assert warnings[0].evidence["format_variance_share"] > 0.7
+    assert "at most 0.2" in warnings[0].suggested_change
+    assert codes(diagnose(metrics, CORRECTNESS_LED)) == ["reward_plateau"]  # a fifth of the weight: 10% share
+
+
+def test_entropy_on_course_for_its_floor_before_the_run_ends():
+    falling = run(n=20, entropy=ramp(1.0, 0.5, n=20, clamp=False))
+    [warning] = diagnose(falling, EQUAL, max_steps=200)
+    assert warning.code == "entropy_collapse" and 0 < warning.evidence["steps_to_floor"] < 180
+    assert "in about" in warning.message
+    assert diagnose(falling, EQUAL, max_steps=30) == []  # ends before it gets there
+
+
+def test_status_headline_leads_with_the_most_likely_cause():
+    metrics = run(frac_reward_zero_std=[0.95] * N, entropy=ramp(1.0, 0.1, clamp=False), **{CORRECT_: [0.01] * N})
+    warnings = diagnose(metrics, EQUAL)
+    assert codes(warnings) == ["no_learning_signal_all_fail", "entropy_collapse"]
+    line = headline(warnings)
+    assert line.startswith("Most likely cause: ") and "more_exploration" in line and "(1 more below)" in line
+    assert headline([]) is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_equal_weights_run_that_learns_is_not_a_divergence_under_batch_noise(seed):
+    # Format learned fast, correctness rising slowly, at the demo's batch (16 completions per step).
+    metrics = measured((0.11, 0.85), (0.16, 0.40), seed=seed, noise=0.09)
+    assert "reward_divergence" not in codes(diagnose(metrics, EQUAL, shape=BatchShape(16, 8)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_measured_equal_weights_run_is_caught_under_batch_noise(seed):
+    metrics = measured((0.11, 0.85), (0.19, 0.12), seed=seed, noise=0.09)
+    assert diagnose(metrics, EQUAL, shape=BatchShape(16, 8))[0].code == "reward_divergence"

@@ -35,7 +35,8 @@ def test_tool_is_listed_with_schemas_and_annotations():
 
     (tool,) = [tool for tool in asyncio.run(go()) if tool.name == "emit_grpo_config"]
     assert tool.title and "route_check" in tool.description
-    assert tool.output_schema is not None and "trl" in tool.output_schema["properties"]
+    assert tool.output_schema is not None and "trl" in tool.output_schema["required"]
+    assert "grpo://schemas/grpo_recipe.json" in tool.output_schema["description"]
     assert "request" in tool.input_schema["properties"]
     assert tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False
     assert tool.annotations.idempotent_hint is True and tool.annotations.open_world_hint is False

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -19,10 +20,12 @@ from server.mcp_resources import REPOSITORY
 from server.mcp_server import SERVER_NAME, build_server
 from server.mcp_tools import TOOL_SPECS
 from server.tool_errors import ERROR_SHAPE
+from server.tool_schemas import FULL_CONTRACTS
 from skill.data import addition_rows
 from skill.state import STATE_ROOT_ENV
 
 TOOLS = [spec.name for spec in TOOL_SPECS]
+EXAMPLES = {spec.name: spec.example for spec in TOOL_SPECS}
 RAW_PYDANTIC = ("validation error for", "errors.pydantic.dev", "Error executing tool", "Traceback", "toolArguments")
 
 
@@ -82,7 +85,14 @@ def test_every_tool_is_described_for_a_model():
 def test_annotations_say_what_each_tool_does():
     tools = {tool.name: tool.annotations for tool in session(lambda client: client.list_tools()).tools}
     read_only = {name for name, hints in tools.items() if hints.read_only_hint}
-    assert read_only == {"emit_grpo_config", "estimate_memory", "run_status", "run_logs", "list_runs"}
+    assert read_only == {
+        "inspection_samples",
+        "emit_grpo_config",
+        "estimate_memory",
+        "run_status",
+        "run_logs",
+        "list_runs",
+    }
     assert {name for name, hints in tools.items() if hints.destructive_hint} == {"record_review", "cancel_run"}
     # A probe, a generate source or a run may fetch a hub model or dataset: those touch the open world.
     assert {name for name, hints in tools.items() if hints.open_world_hint} == {
@@ -90,6 +100,35 @@ def test_annotations_say_what_each_tool_does():
         "inspect_rewards",
         "run_grpo",
     }
+
+
+def test_tools_list_fits_an_agents_context_and_each_definition_is_documented_once():
+    """The issue measured 78,243 characters; an agent reads tools/list whole before its first call."""
+
+    async def work(client):
+        listed = await client.list_tools()
+        full = {spec.name: await client.read_resource(f"grpo://tools/{spec.name}/input-schema") for spec in TOOL_SPECS}
+        return listed, full
+
+    listed, full = session(work)
+    assert len(listed.model_dump_json(by_alias=True, exclude_none=True)) <= 25_000
+    wire = {tool.name: tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in listed.tools}
+    text = json.dumps(wire)
+    assert text.count("A reward from the project's registry") == 1, "RewardSpec's descriptions are published once"
+    assert '"title"' not in json.dumps([tool["inputSchema"] for tool in wire.values()])
+    for spec in TOOL_SPECS:
+        published = wire[spec.name]["inputSchema"]
+        jsonschema.Draft202012Validator.check_schema(published)
+        jsonschema.validate(dict(spec.example), published)  # what the server accepts, the published schema accepts
+        whole = json.loads(full[spec.name].contents[0].text)
+        assert len(json.dumps(whole)) >= len(json.dumps(published)), spec.name
+    # what tools/list leaves out is in the whole schema: e.g. the sharding option's meaning
+    assert "sharding" in json.dumps(wire["estimate_memory"]["inputSchema"])
+    assert "ZeRO-3" in full["estimate_memory"].contents[0].text
+    for uri in FULL_CONTRACTS.values():  # every output schema's pointer is a document this server serves
+        assert (REPOSITORY / "schemas" / uri.rsplit("/", 1)[-1]).is_file(), uri
+    recipe = wire["run_grpo"]["inputSchema"]
+    assert "GRPORecipe" not in json.dumps(recipe) and len(json.dumps(recipe)) < 2_500, "the recipe is not inlined"
 
 
 def test_every_example_fits_its_tools_input_schema():
@@ -110,13 +149,17 @@ def test_every_example_fits_its_tools_input_schema():
             {"request": {"hardware": {}, "rewards": 3, "dataset": {"name": "x"}}},
             ["request.rewards"],
         ),
-        ("emit_grpo_config", {"request": {**TOOL_SPECS[3].example["request"], "method": "fast"}}, ["'full', 'lora'"]),
+        (
+            "emit_grpo_config",
+            {"request": {**EXAMPLES["emit_grpo_config"]["request"], "method": "fast"}},
+            ["'full', 'lora'"],
+        ),
         ("estimate_memory", {"request": {"hardware": {"gpus_per_node": "four"}}}, ["request.hardware.gpus_per_node"]),
         ("route_check", {"request": {"signal": "vibes"}}, ["request.signal", "one of 'unit_tests'"]),
         ("inspect_rewards", {"request": {"rewards": []}}, ["request.rewards", "at least 1 item"]),
         ("record_review", {"request": {"report_id": 7}}, ["request.report_id", "request.reviewer: missing"]),
         ("run_grpo", {"request": []}, ["- request:", "a RunRequest object"]),
-        ("run_status", {"run_id": "x", "wait_seconds": 601}, ["wait_seconds", "<= 600"]),
+        ("run_status", {"run_id": "x", "wait_seconds": 51}, ["wait_seconds", "<= 50", "clients time out at 60 s"]),
         ("run_logs", {"run_id": ["x"]}, ["- run_id:", "Send a string"]),
         ("cancel_run", {}, ["- run_id: missing"]),
         ("list_runs", {"verbose": True}, ["'verbose': not an argument of list_runs"]),
@@ -131,7 +174,9 @@ def test_bad_arguments_name_each_field_what_to_send_and_a_valid_call(tool, argum
 
 
 def test_fields_sent_beside_request_are_pointed_inside_it():
-    text = assert_project_error(call("emit_grpo_config", dict(TOOL_SPECS[3].example["request"])), "emit_grpo_config")
+    text = assert_project_error(
+        call("emit_grpo_config", dict(EXAMPLES["emit_grpo_config"]["request"])), "emit_grpo_config"
+    )
     assert "'model'" in text and "belong inside {'request': {...}}" in text
     assert "not an argument of emit_grpo_config. Send only: request." in text
 
@@ -147,7 +192,7 @@ def test_huge_and_odd_values_come_back_short():
 def test_core_refusals_keep_their_message_in_the_same_shape():
     text = assert_project_error(call("run_status", {"run_id": "../../etc/passwd"}), "run_status")
     assert "is not allowed" in text
-    request = {**TOOL_SPECS[3].example["request"], "overrides": {"num_generations": 4}}
+    request = {**EXAMPLES["emit_grpo_config"]["request"], "overrides": {"num_generations": 4}}
     text = assert_project_error(call("emit_grpo_config", {"request": request}), "emit_grpo_config")
     assert "num_generations=4 is below the floor of 8" in text
 
@@ -197,7 +242,12 @@ def test_state_templates_are_listed_and_unknown_ids_are_not_found():
     async def work(client):
         templates = {t.uri_template: t for t in (await client.list_resource_templates()).resource_templates}
         errors = {}
-        for uri in ("grpo://runs/nope/status", "grpo://runs/nope/metrics", "grpo://inspections/insp-nope"):
+        for uri in (
+            "grpo://runs/nope/status",
+            "grpo://runs/nope/metrics",
+            "grpo://inspections/insp-nope",
+            "grpo://tools/nope/input-schema",
+        ):
             with pytest.raises(MCPError) as caught:
                 await client.read_resource(uri)
             errors[uri] = caught.value
@@ -208,7 +258,9 @@ def test_state_templates_are_listed_and_unknown_ids_are_not_found():
         "grpo://runs/{run_id}/status",
         "grpo://runs/{run_id}/metrics",
         "grpo://inspections/{report_id}",
+        "grpo://tools/{tool}/input-schema",
     }
+    assert "Send one of: route_check" in str(errors["grpo://tools/nope/input-schema"])
     assert "Send an id from list_runs" in str(errors["grpo://runs/nope/status"])
     assert "Send an id inspect_rewards returned" in str(errors["grpo://inspections/insp-nope"])
 
@@ -259,23 +311,53 @@ def _samples() -> list[dict[str, Any]]:
     return samples
 
 
+async def every_sample(client, digest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The digest's first page, then inspection_samples page by page, as an agent reads them."""
+    page = digest["page"]
+    samples = list(page["samples"])
+    while page["next_offset"] is not None:
+        arguments = {"report_id": digest["id"], "offset": page["next_offset"]}
+        page = (await client.call_tool("inspection_samples", arguments)).structured_content
+        samples += page["samples"]
+    return samples
+
+
 def test_inspect_review_and_read_the_report_through_the_client():
     async def work(client):
-        report = await client.call_tool("inspect_rewards", {"request": {"rewards": REWARDS, "samples": _samples()}})
-        report = report.structured_content
+        result = await client.call_tool("inspect_rewards", {"request": {"rewards": REWARDS, "samples": _samples()}})
+        report = result.structured_content
+        samples = await every_sample(client, report)
         markdown = (await client.read_resource(f"grpo://inspections/{report['id']}")).contents[0]
         key = Path(report["paths"]["json"].replace(".json", ".key.json"))
         planted = json.loads(key.read_text())["planted"]
-        labels = {str(sample["id"]): sample["id"] not in planted for sample in report["samples"]}
+        labels = {str(sample["id"]): sample["id"] not in planted for sample in samples}
         review = {"report_id": report["id"], "reviewer": "test-agent", "reviewer_kind": "agent", "labels": labels}
         reviewed = await client.call_tool("record_review", {"request": review})
-        return report, markdown, reviewed
+        return result, samples, markdown, reviewed
 
-    report, markdown, reviewed = session(work)
-    assert report["verdict"] == "pending"
+    result, samples, markdown, reviewed = session(work)
+    report = result.structured_content
+    assert report["verdict"] == "pending" and report["page"]["samples_total"] == 60
+    assert [sample["id"] for sample in samples] == list(range(60)), "every sample once, in order, across pages"
+    assert report["page"]["next_offset"] is not None, "60 samples do not fit one compact result"
+    assert len(result.content[0].text) <= 12_000 and json.loads(result.content[0].text) == report
     assert markdown.mime_type == "text/markdown" and report["id"] in markdown.text
     assert not reviewed.is_error, reviewed.content
-    assert reviewed.structured_content["verdict"] == "passed", reviewed.structured_content["verdict_reasons"]
+    outcome = reviewed.structured_content
+    assert outcome["verdict"] == "passed", outcome["verdict_reasons"]
+    assert outcome["labelled"] == 60 and outcome["stamp"].startswith("reviewed: agent test-agent")
+    assert "samples" not in outcome and len(reviewed.content[0].text) < 2_000
+
+
+def test_a_page_past_the_last_sample_says_which_offsets_exist():
+    async def work(client):
+        report = await client.call_tool("inspect_rewards", {"request": {"rewards": REWARDS, "samples": _samples()}})
+        return await client.call_tool(
+            "inspection_samples", {"report_id": report.structured_content["id"], "offset": 60}
+        )
+
+    text = assert_project_error(session(work), "inspection_samples")
+    assert "outside" in text and "Send an offset from 0 to 59" in text
 
 
 @pytest.mark.slow
@@ -303,7 +385,7 @@ def test_a_run_through_the_client_status_metrics_logs(tiny_model_dir, tmp_path):
         report = await client.call_tool("inspect_rewards", {"request": {"rewards": REWARDS, "samples": _samples()}})
         report = report.structured_content
         planted = json.loads(Path(report["paths"]["json"].replace(".json", ".key.json")).read_text())["planted"]
-        labels = {str(s["id"]): s["id"] not in planted for s in report["samples"]}
+        labels = {str(s["id"]): s["id"] not in planted for s in await every_sample(client, report)}
         review = {"report_id": report["id"], "reviewer": "test-agent", "reviewer_kind": "agent", "labels": labels}
         assert (await client.call_tool("record_review", {"request": review})).structured_content["verdict"] == "passed"
         recipe = (await client.call_tool("emit_grpo_config", {"request": request})).structured_content

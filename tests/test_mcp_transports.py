@@ -62,7 +62,7 @@ def test_stdio_client_sees_tools_resources_prompts_and_the_error_shape(env):
             return tools, estimate, bad, skill, prompt
 
     tools, estimate, bad, skill, prompt = asyncio.run(go())
-    assert len(tools) == 10 and all(tool.output_schema for tool in tools)
+    assert len(tools) == 11 and all(tool.output_schema for tool in tools)
     assert not estimate.is_error and estimate.structured_content["fits"] is True
     assert bad.is_error and ERROR_SHAPE.match(bad.content[0].text)
     assert "- run_id:" in bad.content[0].text and "- lines:" in bad.content[0].text
@@ -169,7 +169,7 @@ def raw_post(url: str, headers: dict[str, str]) -> httpx2.Response:
 def test_http_on_loopback_serves_the_same_tools_and_logs_to_stderr(env, tmp_path):
     with http_server(env, tmp_path) as (url, stdout, stderr):
         tools, runs, bad = asyncio.run(http_session(url))
-    assert len(tools) == 10
+    assert len(tools) == 11
     assert not runs.is_error and runs.structured_content == {"runs": []}
     assert bad.is_error and bad.content[0].text.startswith("cancel_run: Run id '../../etc' is not allowed")
     assert stdout.read_text() == ""
@@ -188,7 +188,7 @@ def test_http_with_a_token_answers_401_without_it_or_with_a_wrong_one(env, tmp_p
         assert response.status_code == 401
         assert response.headers["www-authenticate"].startswith("Bearer")
         assert TOKEN_ENV in response.json()["error_description"]
-    assert len(tools) == 10 and not runs.is_error
+    assert len(tools) == 11 and not runs.is_error
     assert TOKEN not in stderr.read_text()
 
 
@@ -198,7 +198,7 @@ def test_any_address_with_a_token_is_served_behind_it(env, tmp_path):
     with http_server(env, tmp_path, "--host", "0.0.0.0") as (url, _, stderr):
         assert raw_post(url, {}).status_code == 401
         tools, _, _ = asyncio.run(http_session(url, TOKEN))
-    assert len(tools) == 10 and "bearer token from GRPO_RLVR_MCP_TOKEN required" in stderr.read_text()
+    assert len(tools) == 11 and "bearer token from GRPO_RLVR_MCP_TOKEN required" in stderr.read_text()
 
 
 @pytest.mark.parametrize(
@@ -267,7 +267,7 @@ def test_inspector_cli_lists_tools_with_no_portability_errors(env, tmp_path):
     result = inspector(env, tmp_path, "--strict", *stdio_target(env), "--method", "tools/list")
     assert result.returncode == 0, result.stderr[-2000:]
     tools = json.loads(result.stdout)["tools"]
-    assert len(tools) == 10 and all(tool.get("outputSchema") and tool.get("annotations") for tool in tools)
+    assert len(tools) == 11 and all(tool.get("outputSchema") and tool.get("annotations") for tool in tools)
     assert "0 errors" in result.stderr
 
 
@@ -296,4 +296,4 @@ def test_inspector_cli_over_http_with_the_token(env, tmp_path):
     with http_server(env, tmp_path) as (url, _, _):
         result = inspector(env, tmp_path, url, "--method", "tools/list", "--header", f"Authorization: Bearer {TOKEN}")
     assert result.returncode == 0, result.stderr[-2000:]
-    assert len(json.loads(result.stdout)["tools"]) == 10
+    assert len(json.loads(result.stdout)["tools"]) == 11

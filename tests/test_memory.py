@@ -12,9 +12,10 @@ from mcp import Client
 
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
-from skill.memory.components import lora_parameters
 from skill.memory.estimate import estimate_memory
+from skill.memory.placement import lora_parameters
 from skill.memory.schema import MemoryRequest
+from skill.memory.validation import load_reports, validate
 from skill.models.shapes import KNOWN_MODELS, ModelShape, resolve_shape
 
 H100 = HardwareSpec(gpu_model="H100")
@@ -101,7 +102,7 @@ def test_unknown_model_lists_the_known_ones_and_the_alternatives():
 
 
 def test_full_finetune_in_bf16_costs_weights_gradients_two_adam_states_and_a_reference():
-    result = estimate(model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16", use_vllm=False)
+    result = estimate(model="Qwen/Qwen2.5-1.5B-Instruct", dtype="bfloat16", use_vllm=False, beta=0.04)
     weights = result.components.weights
     assert result.components.gradients == pytest.approx(weights)
     assert result.components.optimizer == pytest.approx(2 * weights)
@@ -140,9 +141,14 @@ def test_zero3_shards_weights_and_zero2_does_not():
     single = estimate(model="Qwen/Qwen2.5-7B", hardware=node, training_processes=8, use_vllm=False)
     zero2 = estimate(model="Qwen/Qwen2.5-7B", hardware=node, training_processes=8, use_vllm=False, sharding="zero2")
     zero3 = estimate(model="Qwen/Qwen2.5-7B", hardware=node, training_processes=8, use_vllm=False, sharding="zero3")
+    parameters = resolve_shape("Qwen/Qwen2.5-7B").parameters()
     assert zero2.components.weights == pytest.approx(single.components.weights)
-    assert zero2.components.optimizer == pytest.approx(single.components.optimizer / 8)
-    assert zero3.components.weights == pytest.approx(single.components.weights / 8)
+    # DeepSpeed keeps float32 master weights and Adam moments: 12 B per parameter, sharded over 8.
+    assert zero2.components.optimizer == pytest.approx(parameters * 12 / 8 / 2**30)
+    assert single.components.optimizer == pytest.approx(parameters * 4 / 2**30)  # pure bf16 DDP: 2 x 2 B
+    # ZeRO-3: the shard, plus the two layers gathered whole while they compute (less their part in the shard).
+    layers = resolve_shape("Qwen/Qwen2.5-7B").layers
+    assert zero3.components.weights == pytest.approx(single.components.weights / 8 * (1 + 2 / layers * 7))
 
 
 def test_colocated_vllm_takes_its_share_and_sleep_mode_returns_it_while_training():
@@ -283,3 +289,155 @@ def test_cli_memory_prints_json_and_exits_2_on_bad_input():
     assert json.loads(ok.stdout)["components"]["weights"] > 1
     bad = subprocess.run([*run, "--model", "nope", "--gpu", "H100"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "Unknown model 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_zero1_shards_only_the_optimizer_and_fsdp_keeps_the_load_dtype():
+    node = HardwareSpec(gpu_model="H100", gpus_per_node=8)
+    common = {"model": "Qwen/Qwen2.5-7B", "hardware": node, "training_processes": 8, "use_vllm": False}
+    zero1 = estimate(**common, sharding="zero1")
+    zero2 = estimate(**common, sharding="zero2")
+    fsdp = estimate(**common, sharding="fsdp", dtype="float32")
+    assert zero1.components.gradients == pytest.approx(8 * zero2.components.gradients)
+    assert zero1.components.optimizer == pytest.approx(zero2.components.optimizer)
+    parameters = resolve_shape("Qwen/Qwen2.5-7B").parameters()
+    gathered = parameters * 4 / 2**30 * 2 / resolve_shape("Qwen/Qwen2.5-7B").layers * 7 / 8  # two whole layers
+    assert fsdp.components.weights + fsdp.components.gradients + fsdp.components.optimizer == pytest.approx(
+        parameters * 16 / 8 / 2**30 + gathered
+    )
+    assert "float32 master weights and Adam moments" in " ".join(zero2.assumptions)
+
+
+def test_offload_moves_state_to_host_ram_and_is_refused_where_the_backend_cannot():
+    node = HardwareSpec(gpu_model="H100", gpus_per_node=8)
+    common = {"model": "Qwen/Qwen2.5-32B-Instruct", "hardware": node, "training_processes": 8, "sharding": "zero3"}
+    plain = estimate(**common)
+    optimizer = estimate(**common, offload_optimizer=True)
+    both = estimate(**common, offload_optimizer=True, offload_parameters=True)
+    assert optimizer.components.optimizer == 0 and optimizer.offloaded_to_cpu_gib == pytest.approx(
+        plain.components.optimizer, rel=1e-3
+    )
+    assert both.components.weights < plain.components.weights / 3 and both.peak_gib < optimizer.peak_gib
+    with pytest.raises(SkillError, match="offload_optimizer needs DeepSpeed ZeRO or FSDP"):
+        estimate(model="Qwen/Qwen2.5-7B", offload_optimizer=True)
+    with pytest.raises(SkillError, match="offload_parameters needs ZeRO-3 or FSDP"):
+        estimate(**{**common, "sharding": "zero2"}, offload_parameters=True)
+
+
+def test_reference_placed_elsewhere_leaves_the_trainer_gpus():
+    colocated = estimate(model="Qwen/Qwen2.5-1.5B", beta=0.04, use_vllm=False)
+    elsewhere = estimate(model="Qwen/Qwen2.5-1.5B", beta=0.04, use_vllm=False, reference_placement="elsewhere")
+    assert colocated.components.reference > 2 and elsewhere.components.reference == 0
+    assert "the reference runs elsewhere" in " ".join(elsewhere.assumptions)
+
+
+def test_ddp_buckets_copy_the_gradients_unless_they_are_views():
+    node = HardwareSpec(gpu_model="H100", gpus_per_node=2)
+    buckets = estimate(model="Qwen/Qwen2.5-0.5B", hardware=node, use_vllm=False)
+    views = estimate(model="Qwen/Qwen2.5-0.5B", hardware=node, use_vllm=False, gradient_as_bucket_view=True)
+    single = estimate(model="Qwen/Qwen2.5-0.5B", use_vllm=False)
+    assert buckets.components.gradient_buckets == pytest.approx(buckets.components.gradients)
+    assert views.components.gradient_buckets == 0 and single.components.gradient_buckets == 0
+    assert buckets.peak_train_gib > views.peak_train_gib
+
+
+def test_colocated_vllm_tensor_parallel_splits_its_weights():
+    node = HardwareSpec(gpu_model="H100", gpus_per_node=4)
+    common = {"model": "Qwen/Qwen2.5-32B-Instruct", "hardware": node, "method": "lora", "sharding": "zero3"}
+    alone = estimate(**common, vllm_gpu_memory_utilization=0.5)
+    split = estimate(**common, vllm_gpu_memory_utilization=0.5, vllm_tensor_parallel_size=4)
+    assert alone.vllm_kv_cache_tokens < split.vllm_kv_cache_tokens
+    assert "tensor parallel 4" in " ".join(split.assumptions)
+
+
+def test_padding_free_batches_hold_the_mean_length_without_a_mask():
+    padded = estimate(model="Qwen/Qwen2.5-3B", prompt_length=1024, completion_length=1024)
+    packed = estimate(
+        model="Qwen/Qwen2.5-3B", prompt_length=1024, completion_length=1024, padding_free=True, mean_sequence_length=512
+    )
+    assert packed.components.activations < padded.components.activations / 3
+    assert "padding-free batches of 512 tokens" in " ".join(packed.assumptions)
+
+
+def test_impossible_requests_are_refused_with_one_clear_message():
+    with pytest.raises(SkillError, match="training_processes=64 on 1 GPU"):
+        estimate(model="Qwen/Qwen2.5-0.5B", training_processes=64)
+    with pytest.raises(ValueError, match="between 1 and 512"):
+        HardwareSpec(memory_gib_per_gpu=0.5)
+    with pytest.raises(ValueError, match="too little for any GRPO run"):
+        HardwareSpec(accelerator="cpu", memory_gib_per_gpu=0.5)
+
+
+def test_cpu_target_uses_this_machines_ram():
+    with open("/proc/meminfo") as lines:
+        meminfo = next(line for line in lines if line.startswith("MemTotal:"))
+    expected = int(meminfo.split()[1]) * 1024 / 2**30
+    spec = HardwareSpec(accelerator="cpu")
+    assert spec.memory_gib_per_gpu == pytest.approx(expected, abs=0.05)
+    assert estimate(model="embedded:SmolLM2-135M-Instruct", hardware=spec).capacity_gib == spec.memory_gib_per_gpu
+
+
+def test_gpu_capacities_are_the_cards_reported_totals_with_sources():
+    from skill.hardware.specs import KNOWN_GPUS, lookup_gpu
+
+    reported = {"H100": 79.6, "A100-80GB": 80.0, "A100-40GB": 40.0, "H200": 140.4, "RTX 4090": 24.0, "H20": 95.6}
+    for name, gib in reported.items():
+        assert lookup_gpu(name).memory_gib == gib, name
+    for name in ("L40S", "A10G", "L4", "RTX 3090", "RTX 5090", "H100 PCIe", "B200", "GH200", "MI300X"):
+        assert lookup_gpu(name) is not None, name
+    assert all(gpu.source for gpu in KNOWN_GPUS.values())
+    assert all(lookup_gpu(gpu.name) == gpu for gpu in KNOWN_GPUS.values())  # each display name is a valid key
+
+
+def test_defaults_follow_trl_and_every_assumption_is_printed():
+    result = estimate(model="Qwen/Qwen2.5-7B-Instruct", method="full")
+    text = result.summary()
+    assert result.components.reference == 0  # TRL 1.16's beta default is 0.0
+    for phrase in ("no reference model (beta=0)", "0.30 x GPU memory", "chunked log-prob", "CPU offload: none"):
+        assert phrase in text, phrase
+
+
+def test_a_request_too_big_for_any_single_change_names_the_smallest_configuration():
+    result = estimate(model="meta-llama/Llama-3.1-70B-Instruct", method="full")
+    more = next(remedy for remedy in result.remedies if remedy.name == "more_gpus")
+    assert more.fits and more.changes["gpus"] >= 8
+
+
+@pytest.mark.parametrize(
+    "report_id", [report.id for report in __import__("skill.memory.validation").memory.validation.load_reports()]
+)
+def test_each_published_report_keeps_its_recorded_agreement(report_id):
+    report = next(report for report in load_reports() if report.id == report_id)
+    row = validate(report)
+    assert row.agreement == report.expected, (row.estimated_gib, row.estimated_fits, row.relative_error)
+    assert report.source.startswith("https://") and report.quote
+    assert (report.expected == "disagrees") == bool(report.reason)
+
+
+def test_validation_summary_gives_the_bench_figures():
+    from skill.memory.validation import validation_summary
+
+    summary = validation_summary()
+    assert summary["rows"] >= 10 and summary["rows_with_numbers"] >= 3
+    assert summary["median_absolute_error"] <= 0.25
+
+
+def test_405b_names_the_smallest_configuration_and_the_gpus_its_own_method_needs():
+    shape = ModelShape(
+        layers=126, hidden=16384, heads=128, kv_heads=8, head_dim=128, ffn=53248, vocab=128256, tied_embeddings=False
+    )
+    result = estimate(shape=shape, method="full")
+    assert not result.fits and not any(r.fits for r in result.remedies if not r.name.startswith("smallest"))
+    smallest = next(r for r in result.remedies if r.name == "smallest_configuration")
+    same = next(r for r in result.remedies if r.name == "smallest_configuration_same_method")
+    assert smallest.fits and same.fits and same.changes["method"] == "full"
+    assert smallest.changes["gpus"] <= same.changes["gpus"] and same.changes["gpus"] >= 32
+    assert "GPU(s)" in smallest.cost and "training process" in smallest.cost
+    # The request plus the remedy's changes alone re-estimates to the peak the remedy reports, and fits.
+    for remedy in (smallest, same):
+        layout = {key: remedy.changes[key] for key in ("gpus_per_node", "nodes")}
+        assert layout["gpus_per_node"] * layout["nodes"] == remedy.changes["gpus"]
+        changes = {k: v for k, v in remedy.changes.items() if k not in ("gpus", "gpus_per_node", "nodes")}
+        again = estimate(
+            **{"shape": shape, "method": "full", **changes}, hardware=HardwareSpec(gpu_model="H100", **layout)
+        )
+        assert again.fits and again.peak_gib == pytest.approx(remedy.peak_gib), remedy.changes

@@ -97,6 +97,99 @@ class TestMath:
         with ThreadPoolExecutor(1) as pool:
             assert pool.submit(scores, function, ["$4$"], answer=["4"]).result() == [1.0]
 
+    # Completions that need math-verify (not plain numbers), with the score each must get.
+    NEEDS_MATH_VERIFY = [
+        ("\\boxed{\\frac{1}{\\sqrt{2}}}", "$\\frac{\\sqrt{2}}{2}$", 1.0),
+        ("<answer>1 + x^2</answer>", "x^2+1", 1.0),
+        ("<answer>x^2 - 1</answer>", "x^2+1", 0.0),
+        ("\\boxed{(3, -1)}", "(3, -1)", 1.0),
+        ("so $\\boxed{\\sqrt{8}}$", "2\\sqrt{2}", 1.0),
+        ("\\boxed{\\pi}", "3.14", 0.0),
+    ]
+
+    @pytest.mark.slow
+    def test_no_none_with_the_cpu_saturated(self):
+        """Two CPU-bound processes beside it: the worker's start is not timed, its comparisons are, and every
+        valid item gets its score (the issue: under load every item was None)."""
+        import subprocess
+        import sys
+
+        from skill.rewards.math_workers import shared_pool
+
+        shared_pool().close()  # so the worker also starts under load
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        try:
+            function = reward("math", timeout_s=5.0)
+            rows = self.NEEDS_MATH_VERIFY * 10
+            got = scores(function, [c for c, _, _ in rows], answer=[g for _, g, _ in rows])
+        finally:
+            for process in busy:
+                process.kill()
+                process.wait()
+        assert None not in got, function.last_errors
+        assert got == [expected for _, _, expected in rows]
+
+    def test_a_timeout_replaces_one_worker_never_the_pool(self):
+        from skill.rewards.math_workers import MathVerifyPool
+
+        pool = MathVerifyPool(max_workers=2)
+        try:
+            pool.warm(2)
+            before = pool.worker_pids()
+            with pytest.raises(TimeoutError, match="math-verify comparison took longer"):
+                pool.equal("$\\frac{1}{2}$", "0.5", timeout_s=1e-9)  # past its limit before any reply
+            survivors = pool.worker_pids()
+            assert len(before) == 2 and len(survivors) == 1 and survivors < before
+            assert pool.equal("$\\frac{1}{2}$", "0.5", timeout_s=30) and pool.worker_pids() == survivors
+            pool.warm(2)
+            assert pool.started == 3 and survivors < pool.worker_pids()
+        finally:
+            pool.close()
+        assert pool.worker_pids() == set()
+
+    def test_many_threads_share_the_warm_workers(self):
+        from concurrent.futures import ThreadPoolExecutor
+
+        from skill.rewards.math_workers import MathVerifyPool
+
+        pool = MathVerifyPool(max_workers=2)
+        pairs = [("$\\frac{1}{2}$", "0.5", True), ("$x^2+1$", "$1+x^2$", True), ("$\\sqrt{2}$", "1.41", False)] * 8
+        try:
+            with ThreadPoolExecutor(8) as threads:
+                got = list(threads.map(lambda pair: pool.equal(pair[0], pair[1], 30), pairs))
+        finally:
+            pool.close()
+        assert got == [equal for _, _, equal in pairs]
+        assert pool.started <= 2
+
+    def test_a_forked_child_starts_its_own_workers_and_leaves_the_parents(self):
+        import json
+        import os
+
+        from skill.rewards.math_workers import shared_pool
+
+        function = reward("math")
+        completion, gold, expected = self.NEEDS_MATH_VERIFY[0]
+        assert scores(function, [completion], answer=[gold]) == [expected]
+        parent_workers = shared_pool().worker_pids()
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child: score, report, and leave without running the parent's atexit hooks
+            try:
+                pool = shared_pool()
+                got = scores(function, [completion], answer=[gold])
+                os.write(write, json.dumps([got, sorted(pool.worker_pids())]).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            got, child_workers = json.loads(pipe.read())
+        os.waitpid(child, 0)
+        assert got == [expected]
+        assert child_workers and not set(child_workers) & parent_workers
+        assert shared_pool().worker_pids() == parent_workers
+        assert scores(function, [completion], answer=[gold]) == [expected]
+
 
 class TestJsonSchema:
     SCHEMA = {

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from skill.errors import SkillError
 from skill.rewards.spec import RewardSpec
-from skill.routing.route import ProbeSpec, RouteRequest, load_route, pass_at_k, route_check
+from skill.routing.evidence import pass_at_k
+from skill.routing.route import ProbeSpec, RouteRequest, load_route, route_check
 
 BY_MODE = RewardSpec(name="rewards_for_tests:by_mode", role="correctness")
 
@@ -248,3 +249,131 @@ def test_emit_records_the_route_and_refuses_a_route_elsewhere():
         emit_grpo_config(request(elsewhere.id))
     with pytest.raises(SkillError, match="No route decision"):
         emit_grpo_config(request("route-missing"))
+
+
+def test_declared_pass_rate_decides_marked_declared_and_still_asks_for_a_measurement():
+    declared = {"pass_rate": 0.3, "n": 100, "source": "our unit-test eval of the base model, 2026-11-30"}
+    decision = route_check(RouteRequest(signal="unit_tests", declared=declared))
+    assert (decision.route, decision.basis, decision.provisional) == ("grpo", "declared", False)
+    assert decision.declared.successes == 30
+    low, high = decision.declared.interval_95
+    assert low == pytest.approx(0.219, abs=1e-3) and high == pytest.approx(0.396, abs=1e-3)
+    assert "not measured here" in decision.reasons[0] and declared["source"] in decision.reasons[0]
+    assert "measure it when you can" in decision.next_step and "Expected here: 8 prompts x 8 x 32 tokens" in (
+        decision.next_step
+    )
+    saved, samples = load_route(decision.id)
+    assert saved == decision and samples == []
+
+
+@pytest.mark.parametrize(
+    ("declared", "route", "provisional"),
+    [
+        ({"pass_rate": 0.0, "n": 200}, "lora-qlora-recipes", False),  # never succeeded: the same rule as a probe
+        ({"pass_rate": 0.93, "n": 30}, "grpo", True),  # the interval (0.79-0.98) straddles 0.9: undecided
+        ({"pass_rate": 0.97, "n": 500}, "grpo", True),  # surely above 0.9, but mixed groups unknown
+        ({"pass_rate": 0.97, "n": 500, "learnable_fraction": 0.05}, "not-worth-rl", False),
+        ({"pass_rate": 0.97, "n": 500, "learnable_fraction": 0.4}, "grpo", True),
+    ],
+)
+def test_declared_evidence_uses_the_probe_thresholds_through_its_interval(declared, route, provisional):
+    decision = route_check(RouteRequest(signal="math_answer", declared={**declared, "source": "my evaluation"}))
+    assert (decision.route, decision.provisional, decision.basis) == (route, provisional, "declared")
+    if route == "lora-qlora-recipes":
+        assert decision.handover.method == "SFT" and "run route_check again" in " ".join(decision.handover.steps)
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        ({"pass_rate": 30, "n": 100, "source": "eval"}, "less than or equal to 1"),
+        ({"pass_rate": 0.3, "n": 0, "source": "eval"}, "greater than 0"),
+        ({"pass_rate": 0.3, "source": "eval"}, "n\n  Field required"),
+        ({"pass_rate": 0.3, "n": 100}, "source\n  Field required"),
+        ({"pass_rate": 0.3, "n": 100, "source": "eval", "samples": 5}, "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_declared_evidence_is_refused_with_the_field(declared, message):
+    with pytest.raises(ValidationError, match=message):
+        RouteRequest(signal="unit_tests", declared=declared)
+
+
+def test_a_declared_rate_is_ignored_for_signals_that_route_without_one():
+    decision = route_check(
+        RouteRequest(signal="preference_pairs", declared={"pass_rate": 0.3, "n": 100, "source": "eval"})
+    )
+    assert decision.route == "preference-optimization" and decision.basis == "signal"
+    assert any("was not used" in warning for warning in decision.warnings)
+
+
+def test_routes_away_hand_over_a_starting_point_that_trl_accepts(tmp_path):
+    from trl import DPOConfig, ModelConfig, SFTConfig
+
+    pairs = route_check(RouteRequest(signal="preference_pairs", model="Qwen/Qwen2.5-7B-Instruct"))
+    small = route_check(RouteRequest(signal="preference_pairs"))
+    demos = route_check(RouteRequest(signal="demonstrations", parameters_billions=0.5))
+    judge = route_check(RouteRequest(signal="human_judgment"))
+    assert route_check(RouteRequest(signal="math_answer")).handover is None
+    dpo = pairs.handover
+    assert (dpo.trainer, dpo.fine_tune, set(dpo.data.columns)) == (
+        "trl.DPOTrainer",
+        "lora",
+        {"prompt", "chosen", "rejected"},
+    )
+    assert set(dpo.data.example) == set(dpo.data.columns)
+    values = {value.field: value.value for value in dpo.config}
+    assert values["learning_rate"] == 5e-6 and values["beta"] == 0.1 and values["lora_r"] == 32
+    assert small.handover.fine_tune == "full" and "model size unknown" in small.handover.config[0].reason
+    assert demos.handover.method == "SFT" and {v.field: v.value for v in demos.handover.config}["learning_rate"] == 2e-5
+    assert judge.handover.trainer is None and "human_label" in judge.handover.data.columns
+    # Every field is a real field of TRL's config classes (model flags belong to ModelConfig).
+    model_fields = {"use_peft", "lora_r", "lora_alpha"}
+    for handover, config_class in ((dpo, DPOConfig), (demos.handover, SFTConfig)):
+        kwargs = {v.field: v.value for v in handover.config if v.field not in model_fields}
+        config = config_class(output_dir=str(tmp_path), use_cpu=True, **{**kwargs, "bf16": False})
+        # DPOConfig keeps loss_type as a list of losses; the CLI flag takes the one name.
+        assert all(getattr(config, field) in (value, [value]) for field, value in kwargs.items() if field != "bf16")
+        for value in handover.config:
+            assert f"--{value.field}" in handover.command
+    ModelConfig(**{v.field: v.value for v in dpo.config if v.field in model_fields})
+    assert dpo.command.startswith("trl dpo --model_name_or_path Qwen/Qwen2.5-7B-Instruct")
+    saved, _ = load_route(pairs.id)
+    assert saved.handover == dpo
+
+
+def test_cancelling_a_probe_stops_between_batches_and_saves_nothing(tiny_model_dir):
+    from skill.sampling import Cancelled
+    from skill.state import state_dir
+
+    asked = []
+
+    def stop_after_first_batch() -> bool:
+        asked.append(True)
+        return len(asked) > 1
+
+    before = set(state_dir("routes").iterdir())
+    request = RouteRequest(
+        signal="exact_answer",
+        verifier=BY_MODE,
+        # 10 prompts x 8 samples: two batches of at most 64 sequences, so there is a point between them.
+        probe=ProbeSpec(model=str(tiny_model_dir), rows=rows(*["coin"] * 10), num_prompts=10, max_new_tokens=4),
+    )
+    with pytest.raises(Cancelled, match=r"Cancelled by the caller: sampling stopped after 64/80 completions"):
+        route_check(request, should_stop=stop_after_first_batch)
+    assert len(asked) == 2 and set(state_dir("routes").iterdir()) == before
+    with pytest.raises(SkillError, match="nothing was saved"):
+        route_check(request, should_stop=lambda: True)
+    decision = route_check(request, should_stop=lambda: False)
+    assert decision.basis == "measured"
+    larger = {(e.num_prompts, e.max_new_tokens): e for e in decision.probe_estimates}
+    assert set(larger) == {(32, 256), (32, 64)} and larger[(32, 256)].seconds > larger[(32, 64)].seconds
+    assert "this probe's own sampling time" in larger[(32, 64)].basis
+
+
+def test_the_default_probe_is_sized_for_a_minute_and_larger_ones_are_estimated():
+    probe = ProbeSpec(dataset="embedded:addition")
+    assert (probe.num_prompts, probe.n, probe.max_new_tokens) == (8, 8, 32)
+    decision = route_check(RouteRequest(signal="exact_answer"))
+    by_size = {(e.num_prompts, e.n, e.max_new_tokens): e.seconds for e in decision.probe_estimates}
+    assert by_size[(8, 8, 32)] <= 60 and by_size[(32, 8, 256)] > 30 * 60  # what the old default cost here
+    assert "nothing is downloaded" in ProbeSpec.model_fields["model"].description

@@ -36,11 +36,11 @@ def dataset(tmp_path_factory):
     return path
 
 
-def recipe(model_dir, dataset, rewards=REWARDS, steps=2, **overrides):
+def recipe(model_dir, dataset, rewards=REWARDS, steps=2, hardware=None, **overrides):
     return emit_grpo_config(
         RecipeRequest(
             model=ModelSpec(name=str(model_dir)),
-            hardware=HardwareSpec(accelerator="cpu"),
+            hardware=hardware or HardwareSpec(accelerator="cpu"),
             method="full",
             rewards=rewards,
             dataset=DatasetSpec(name=str(dataset), columns=["answer"]),
@@ -116,7 +116,7 @@ def test_force_needs_a_reason(tiny_model_dir, dataset):
 
 def test_gpu_recipe_is_refused_on_this_cpu(tiny_model_dir, dataset):
     pass_inspection(REWARDS)
-    gpu = recipe(tiny_model_dir, dataset).model_copy(update={"hardware": HardwareSpec(gpu_model="H100")})
+    gpu = recipe(tiny_model_dir, dataset, hardware=HardwareSpec(gpu_model="H100"))
     with pytest.raises(SkillError, match="targets GPUs and this machine has none"):
         run_grpo(RunRequest(recipe=gpu))
 

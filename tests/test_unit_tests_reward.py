@@ -9,6 +9,7 @@ import pytest
 
 from skill.errors import SkillError
 from skill.rewards.code.cases import UnconvertedAssert, convert_asserts, parse_tests
+from skill.rewards.code.grading import MAX_VALUES, read_results
 from skill.rewards.code.unit_tests import build_unit_tests, extract_code, same_value
 from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec
@@ -72,7 +73,7 @@ def test_asserts_keep_python_types_tuples_and_tolerance():
         "assert keys() == {1: 'a'}",
     ]
     right = "pair = lambda: (1, 2)\nthird = lambda: 1 / 3\nis_even = lambda n: n % 2 == 0\nkeys = lambda: {1: 'a'}"
-    wrong = "pair = lambda: [1, 2]\nthird = lambda: 0.3\nis_even = lambda n: 1 - n % 2\nkeys = lambda: {'1': 'a'}"
+    wrong = "pair = lambda: [1, 2]\nthird = lambda: 0.3\nis_even = lambda n: n % 2\nkeys = lambda: {'1': 'a'}"
     values, _ = scores([right, wrong], tests)
     assert values == [1.0, 0.0]
 
@@ -80,13 +81,15 @@ def test_asserts_keep_python_types_tuples_and_tolerance():
 def test_assert_conversion_and_refusal():
     cases = convert_asserts("assert add(1, 2) == 3, 'message'\nassert 4 == add(2, 2)\nassert f(x=1) is None")
     assert [(case.call, case.expected) for case in cases] == [("add(1, 2)", 3), ("add(2, 2)", 4), ("f(x=1)", None)]
-    for source in ["assert add(1, 2) != 4", "assert add(1, 2) == add(2, 1)", "for i in range(3):\n    assert f(i)"]:
+    cases = convert_asserts("assert add(1, 2) != 4\nassert add(1, 2) == add(2, 1)\nassert True, 'HumanEval'")
+    assert [(case.call, case.truthy) for case in cases] == [("add(1, 2) != 4", True), ("add(1, 2) == add(2, 1)", True)]
+    for source in ["for i in range(3):\n    assert f(i)", "while True:\n    assert f(1)"]:
         with pytest.raises(UnconvertedAssert, match="allow_unconverted_asserts"):
             convert_asserts(source)
 
 
 def test_unconvertible_asserts_score_none_by_default_and_run_in_the_child_only_when_allowed():
-    tests = ["assert add(1, 2) == 3", "assert add(1, 2) != 4"]
+    tests = ["assert add(1, 2) == 3", "for b in (1, 2):\n    assert add(1, b) != 4"]
     values, reward = scores([ADD], tests)
     assert values == [None] and reward.failures == 1 and "UnconvertedAssert" in reward.last_errors[0]
     assert reward.hackable is False
@@ -141,7 +144,7 @@ def test_conversational_completions_and_trl_contract():
         log_metric=lambda key, value: metrics.__setitem__(key, value),
         trainer_state=None,
         log_extra=None,
-        tests=[ADD_TESTS, ADD_TESTS, "assert add(1, 2) > 2"],
+        tests=[ADD_TESTS, ADD_TESTS, "for i in range(3):\n    assert add(i, 0) == i"],
     )
     assert values == [1.0, 0.0, None]
     assert metrics == {"rewards/unit_tests/failure_rate": pytest.approx(1 / 3)}
@@ -173,3 +176,79 @@ def test_throughput_benchmark_measures_both_sides():
 def test_output_with_unicode_line_separators_survives_the_report():
     values, _ = scores(["print('a\\u2028b\\x85c')"], [{"input": "", "output": "a\u2028b\x85c"}])
     assert values == [1.0]
+
+
+def test_the_reward_pickles_and_scores_the_same_after():
+    import pickle
+
+    reward = build_unit_tests(binary=True, timeout_s=3.0, setup_columns=["test_setup_code"])
+    restored = pickle.loads(pickle.dumps(reward))
+    completions = [ADD, "def add(a, b):\n    return a * b"]
+    before = reward(["p", "p"], completions, tests=[ADD_TESTS] * 2)
+    assert restored(["p", "p"], completions, tests=[ADD_TESTS] * 2) == before == [1.0, 0.0]
+    assert restored.__name__ == "unit_tests" and restored.scored == 2
+
+
+def test_public_formats_codecontests_apps_mbpp_humaneval():
+    codecontests = {"input": ["1 2\n", "5 5\n"], "output": ["3\n", "10\n"]}
+    apps = {"inputs": ["1 2\n", "5 5\n"], "outputs": ["3\n", "10\n"]}
+    values, _ = scores([SUM], codecontests)
+    assert values == [1.0] and scores([SUM], apps)[0] == [1.0]
+    mbpp_row = {
+        "test_list": ["assert math.isclose(area(1), 3.14159, rel_tol=1e-4)", "assert round(area(2), 2) == 12.57"],
+        "test_setup_code": "",
+        "test_imports": ["import math"],
+    }
+    reward = build_unit_tests(tests_column="test_list")
+    right = "def area(r):\n    return 3.141592653589793 * r * r"
+    assert reward(["p"], [right], **{key: [value] for key, value in mbpp_row.items()}) == [1.0]
+    calls = [{"call": "near(area(1))", "expected": True}]  # {"call", "expected"} tests use the setup too
+    setup = "def near(x):\n    return abs(x - 3.14159) < 1e-4"
+    values = build_unit_tests()(
+        ["p"] * 2, [right, "area = lambda r: 3"], tests=[calls] * 2, test_setup_code=[setup] * 2
+    )
+    assert values == [1.0, 0.0]
+    humaneval = "\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate([1, 2]) == 3\n"
+    reward = build_unit_tests(tests_column="test")
+    assert reward(["p"], ["def total(xs):\n    return sum(xs)"], test=[humaneval], entry_point=["total"]) == [1.0]
+
+
+def test_name_resolution_keeps_builtins_and_modules_and_takes_only_the_functions_under_test():
+    from skill.rewards.code.cases import parse_suite
+
+    suite = parse_suite(["assert sorted(pairs(3)) == [1, 2]", "assert first(string.ascii_lowercase) == 'a'"])
+    assert suite.names == ["first", "pairs"] and suite.modules == ["string"]
+    assert parse_suite(["assert max(3) == 3"], entry_point="max").names == ["max"]  # the entry point wins
+    with pytest.raises(SkillError, match="setup does not parse"):
+        parse_suite(["assert f(1) == 1"], setup="def (")
+    with pytest.raises(SkillError, match="setup_columns"):
+        build_unit_tests(setup_columns="test_setup_code")
+
+
+@pytest.mark.slow
+def test_worst_case_grading_benchmark_stays_under_the_timeout():
+    spec = importlib.util.spec_from_file_location(
+        "grading_worst_case", Path(__file__).resolve().parent.parent / "bench" / "grading_worst_case.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.measure(cap=4 << 20)  # a quarter of the cap: the shapes, not the figure
+    assert result["rows"] and all(seconds < result["timeout_s"] for seconds in result["rows"].values())
+    assert any("small_floats" in name for name in result["rows"]) and result["worst_peak_mib"] < 200
+
+
+def test_a_report_of_many_scalars_is_not_parsed():
+    # 16 MiB of "1.5, " would be 3.4 million floats parsed in the parent: past MAX_VALUES the record fails.
+    line = '{"i": 0, "values": [[' + ", ".join(["1.5"] * (MAX_VALUES + 1)) + "]]}"
+    assert read_results("M" + line, "M", 1) == [None]
+    assert read_results("M" + line.replace(", 1.5" * 8, "", 1), "M", 1)[0] is not None  # just under: parsed
+
+
+def test_comprehensions_gather_candidate_values_but_never_compare_beside_it():
+    square = "def sq(x):\n    return x * x"
+    values, _ = scores([square, "def sq(x):\n    return x"], ["assert [sq(x) for x in range(3)] == [0, 1, 4]"])
+    assert values == [1.0, 0.0]
+    values, _ = scores([square], ["assert sorted(sq(x) for x in (2, 1)) == [1, 4]", "assert 4 in [sq(2)]"])
+    assert values == [1.0]
+    values, reward = scores([square], ["assert all(sq(x) == x * x for x in range(3))"])  # a verdict: forgeable
+    assert values == [None] and "Gather the values" in reward.last_errors[0]

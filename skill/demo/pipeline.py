@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from skill.data import ADDITION_DATASET_ID, addition_rows
 from skill.hardware.specs import HardwareSpec
@@ -89,6 +89,9 @@ class DemoResult(BaseModel):
     after: Evaluation | None = None
     correctness_first_10: float | None = None
     correctness_last_10: float | None = None
+    heldout_during_training: list[tuple[int, float]] = Field(
+        default_factory=list, description="(step, held-out correctness) of the evaluations logged during the run."
+    )
     seconds: float = 0.0
     reward_curve: str | None = None
     reward_review: str | None = None
@@ -157,10 +160,15 @@ def run_demo(
     metrics = read_jsonl(Path(status.paths["metrics.jsonl"]))
     result.correctness_first_10 = _window_mean(metrics, "rewards/exact_match/mean", first=True)
     result.correctness_last_10 = _window_mean(metrics, "rewards/exact_match/mean", first=False)
+    key = "eval_rewards/exact_match/mean"
+    result.heldout_during_training = [(row["step"], row[key]) for row in metrics if isinstance(row.get(key), float)]
     result.after = evaluate_pass_at_1(status.paths["final"], evaluation_rows, correctness, samples_per_prompt)
     result.reward_curve = status.paths.get("reward_curve.png")
     result.seconds = time.perf_counter() - started
     say(f"    after:  {_describe(result.after)}")
+    if result.heldout_during_training:
+        points = ", ".join(f"{step}: {value:.2f}" for step, value in result.heldout_during_training)
+        say(f"    held-out correctness during training (step: value): {points}")
     say(
         f"    correctness reward: first-10 steps {result.correctness_first_10:.3f} -> last-10 "
         f"{result.correctness_last_10:.3f}; reward curve: {result.reward_curve}"
@@ -225,14 +233,17 @@ def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunSta
         status = run_status(status.run_id, wait_seconds=5)
         for row in read_jsonl(Path(status.paths.get("metrics.jsonl", "/nonexistent")))[shown:]:
             shown += 1
+            if "eval_loss" in row:  # the run's held-out evaluation, every evaluation.every_steps
+                correct, form = row.get("eval_rewards/exact_match/mean", 0), row.get("eval_rewards/format/mean", 0)
+                say(f"    step {row['step']:3d}/{steps}  held-out: correctness {correct:.3f}  format {form:.3f}")
+                continue
             say(
                 f"    step {row['step']:3d}/{steps}  reward {row.get('reward', 0):.3f}  correctness "
                 f"{row.get('rewards/exact_match/mean', 0):.3f}  format {row.get('rewards/format/mean', 0):.3f}"
             )
-        for warning in status.health:
-            if warning["code"] not in warned:
-                warned.add(warning["code"])
-                say(f"    health: {warning['message']}")
+        if status.health and status.health[0]["code"] not in warned:
+            warned.add(status.health[0]["code"])
+            say(f"    health: {status.health_summary}")
     return status
 
 

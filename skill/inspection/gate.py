@@ -105,7 +105,8 @@ def _reasons(report: InspectionReport, request: ReviewRequest, planted: list[int
     ], True
 
 
-def _stamp(report: InspectionReport) -> str:
+def review_stamp(report: InspectionReport) -> str:
+    """What a run on these rewards shows: 'reviewed: ...', 'reward not reviewed: ...' or 'no review'."""
     review = report.review
     if review is None:
         return "no review"
@@ -203,7 +204,7 @@ def open_gate(rewards: list[RewardSpec], trl: Mapping[str, Any] | None = None) -
         return GateDecision(
             inspection_id=report.id,
             reviewed=report.verdict == "passed",
-            stamp=_stamp(report),
+            stamp=review_stamp(report),
             reward_fingerprint=fingerprint,
         )
     for stored in stored_reports():

@@ -27,7 +27,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from skill.inspection.schema import ProbeResult, SampleResult
-from skill.rewards.base import RewardFunction
+from skill.rewards.base import RewardFunction, call_reward
 from skill.rewards.judge.verdict import MASTER_KEYS
 from skill.rewards.spec import RewardSpec
 
@@ -262,10 +262,10 @@ def _scores(functions: dict[str, Scorer], probes: list[Probe]) -> dict[str, list
         completions = [probes[i].completion for i in indices]
         for name, function in functions.items():
             if isinstance(function, RewardFunction):  # scores each item on its own: a batch isolates failures
-                values = function([sample.prompt] * len(indices), completions, **columns)
+                values = call_reward(function, [sample.prompt] * len(indices), completions, **columns)
             else:  # a user function fails a whole batch at once: one call per probe
                 single = {key: [value] for key, value in sample.columns.items()}
-                values = [function([sample.prompt], [text], **single)[0] for text in completions]
+                values = [call_reward(function, [sample.prompt], [text], **single)[0] for text in completions]
             for index, value in zip(indices, values, strict=True):
                 out[name][index] = value
     return out

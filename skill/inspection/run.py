@@ -14,6 +14,7 @@ Owns: ``inspect_rewards`` (collect, score, flags, checks). May import: the rest 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from skill.errors import SkillError
 from skill.inspection.attention import plant_checks
@@ -27,7 +28,9 @@ from skill.sampling import Progress, SamplingSettings, sample_completions
 from skill.state import new_id
 
 
-def _collect(request: InspectionRequest, progress: Progress | None) -> tuple[list[SuppliedSample], str]:
+def _collect(
+    request: InspectionRequest, progress: Progress | None, should_stop: Callable[[], bool] | None
+) -> tuple[list[SuppliedSample], str]:
     if request.samples is not None:
         return request.samples, "supplied"
     if request.route_decision_id is not None:
@@ -55,7 +58,8 @@ def _collect(request: InspectionRequest, progress: Progress | None) -> tuple[lis
     settings = SamplingSettings(
         n=generate.n, temperature=generate.temperature, max_new_tokens=generate.max_new_tokens, seed=generate.seed
     )
-    groups = sample_completions(generate.model, [row[generate.prompt_column] for row in rows], settings, progress)
+    prompts = [row[generate.prompt_column] for row in rows]
+    groups = sample_completions(generate.model, prompts, settings, progress, should_stop=should_stop)
     samples = [
         SuppliedSample(
             prompt=g.prompt,
@@ -69,21 +73,25 @@ def _collect(request: InspectionRequest, progress: Progress | None) -> tuple[lis
     return samples, f"sampled from {generate.model}"
 
 
-def inspect_rewards(request: InspectionRequest, progress: Progress | None = None) -> InspectionReport:
+def inspect_rewards(
+    request: InspectionRequest, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None
+) -> InspectionReport:
     """Run every reward on 50-100 samples, compute statistics and flags, probe known hacks, store the report.
 
-    The verdict is 'pending' until a reader records a review (record_review).
+    The verdict is 'pending' until a reader records a review (record_review). ``should_stop`` (checked between
+    sampling batches) cancels a ``generate`` request before anything is stored.
     """
     started = time.perf_counter()
     reward_fingerprint(request.rewards)  # the allowlist, before any sampling or import
-    samples, source = _collect(request, progress)
+    samples, source = _collect(request, progress, should_stop)
     if len(samples) < MIN_SAMPLES:
         raise SkillError(
             f"Only {len(samples)} sample{'s' if len(samples) != 1 else ''}: a reward read needs at least "
             f"{MIN_SAMPLES} to see its failure modes.",
             f"Send {MIN_SAMPLES}-{MAX_SAMPLES} samples (or generate more: raise num_prompts or n).",
         )
-    scored = score_fresh(request.rewards, samples[:MAX_SAMPLES])
+    tokenizer = request.tokenizer or (request.generate.model if request.generate is not None else None)
+    scored = score_fresh(request.rewards, samples[:MAX_SAMPLES], tokenizer)
     results = scored.results
     if progress is not None:
         progress(1, 3, f"scored {len(results)} samples with {len(scored.timing)} rewards, in a fresh process")
@@ -93,7 +101,7 @@ def inspect_rewards(request: InspectionRequest, progress: Progress | None = None
         for spec, name in zip(request.rewards, stats, strict=True)
         for flag in reward_flags(spec, name, stats[name], results)
     ]
-    flags += set_flags(request.rewards, stats) + hack_flags(scored.probes)
+    flags += set_flags(request.rewards, stats) + hack_flags(scored.probes) + scored.flags
     if progress is not None:
         progress(2, 3, f"ran {len(scored.probes)} hack probes")
     shown, key = plant_checks(request.rewards, results, attention_secret())

@@ -59,6 +59,11 @@ class InspectionRequest(BaseModel):
     samples: list[SuppliedSample] | None = None
     route_decision_id: str | None = Field(default=None, description="Reuse a route_check probe's samples.")
     generate: GenerateSamples | None = None
+    tokenizer: str | None = Field(
+        default=None,
+        description="The model whose tokenizer gives rewards their completion_ids: the embedded id, a local directory "
+        "or a hub id already cached (nothing is fetched). Default: generate's model; else pseudo-ids, 1 per 4 chars.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> InspectionRequest:
@@ -193,3 +198,49 @@ class GateDecision(BaseModel):
     reviewed: bool = Field(description="False when the rewards were accepted unread (accept_unread).")
     stamp: str = Field(description="'reviewed: ...' or 'reward not reviewed: ...', stamped wherever the run shows.")
     reward_fingerprint: str
+
+
+class SamplePage(BaseModel):
+    """Some of an inspection's samples, in id order, as many as fit an agent's context at once."""
+
+    report_id: str
+    samples: list[SampleResult]
+    offset: int = Field(description="Position of the first sample shown among all of the report's samples.")
+    samples_total: int
+    next_offset: int | None = Field(description="Send it as offset for the next page; None after the last one.")
+
+
+class InspectionDigest(BaseModel):
+    """An inspection as an agent reads it: the verdict, what needs attention, and the first page of samples.
+
+    The whole report (every sample and probe) is the resource ``grpo://inspections/{id}``.
+    """
+
+    id: str
+    verdict: Literal["pending", "passed", "failed", "accepted_unread"]
+    verdict_reasons: list[str] = Field(default_factory=list)
+    summary: str = Field(description="One paragraph: samples, rewards, blocking flags, hacked probes, what to do.")
+    rewards: list[str] = Field(description="Each reward as 'name (role, weight)'.")
+    stats: dict[str, RewardStats]
+    flags: list[Flag]
+    hacked_probes: list[ProbeResult] = Field(description="Only the probes that beat a reward; the rest passed.")
+    probes_run: int
+    page: SamplePage = Field(description="The first samples to label; fetch the rest with inspection_samples.")
+    report_uri: str = Field(description="The whole report as Markdown (resource).")
+    paths: dict[str, str] = Field(default_factory=dict, description="The stored report and its Markdown / HTML.")
+
+
+class ReviewOutcome(BaseModel):
+    """What record_review decided: the verdict and why, without repeating the report."""
+
+    report_id: str
+    verdict: Literal["pending", "passed", "failed", "accepted_unread"]
+    verdict_reasons: list[str]
+    labelled: int = Field(description="Samples the review labelled.")
+    samples_total: int
+    disagreements: list[int] = Field(default_factory=list, description="The ids labelled 'disagree'.")
+    review_attempts: int = Field(description="Reviews of this report whose labels did not match a read.")
+    stamp: str = Field(
+        description="What a run on these rewards shows ('reviewed: ...' or 'reward not reviewed: ...'); empty "
+        "when the gate stays shut."
+    )

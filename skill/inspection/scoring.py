@@ -22,17 +22,21 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
 from skill.inspection.fingerprint import reward_fingerprint
 from skill.inspection.hack_probes import probe_rewards
-from skill.inspection.schema import ProbeResult, SampleResult, SuppliedSample
+from skill.inspection.schema import Flag, ProbeResult, SampleResult, SuppliedSample
+from skill.models.sources import embedded_tokenizer_dir, is_embedded
+from skill.rewards.base import call_reward
 from skill.rewards.registry import build_reward_functions
 from skill.rewards.spec import RewardSpec
+from skill.rewards.trl_inputs import PSEUDO_CHARS_PER_TOKEN, pseudo_token_ids, reward_columns
 
 
 class Scored(BaseModel):
@@ -43,17 +47,82 @@ class Scored(BaseModel):
     probes: list[ProbeResult]
     fingerprint: str
     fingerprint_parts: dict[str, str]
+    completion_ids: str = Field(description="Where the completion_ids the rewards were given came from.")
+    flags: list[Flag] = Field(default_factory=list, description="What the reader must know about the scoring.")
+
+
+class ObservedIds(list[list[int]]):
+    """Token-id lists that note whether a reward read them (pseudo-ids are flagged only where one did)."""
+
+    read = False
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self.read = True
+        return super().__iter__()
+
+    def __getitem__(self, index: Any) -> Any:
+        self.read = True
+        return super().__getitem__(index)
+
+    def __len__(self) -> int:
+        self.read = True
+        return super().__len__()
+
+
+def completion_token_ids(model: str | None, completions: list[str]) -> tuple[list[list[int]], str]:
+    """The completions' token ids from ``model``'s tokenizer when it is on this machine (the embedded model, a
+    local directory, a hub id already in the local cache: nothing is fetched), else :func:`pseudo_token_ids`;
+    and a sentence saying which. TRL's ids are the sampled tokens; re-tokenizing the text gives the same count
+    up to merges at the edges (and without the end-of-turn token TRL keeps).
+    """
+    reason = "no model was named (send tokenizer: the model you train)"
+    if model is not None:
+        try:
+            from transformers import AutoTokenizer  # heavy: only when an inspection names a model
+
+            path = str(embedded_tokenizer_dir()) if is_embedded(model) else model
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            ids = tokenizer(completions, add_special_tokens=False)["input_ids"]
+            return [list(map(int, row)) for row in ids], f"tokenized with {model}'s tokenizer"
+        except (OSError, ValueError, ImportError, SkillError) as exc:  # not on this machine: say so, approximate
+            reason = f"{model}'s tokenizer is not on this machine ({type(exc).__name__})"
+    return [pseudo_token_ids(text) for text in completions], (
+        f"pseudo-ids, one per {PSEUDO_CHARS_PER_TOKEN} characters: {reason}"
+    )
+
+
+def pseudo_ids_flag(origin: str, readers: list[str]) -> list[Flag]:
+    """A warning when a reward read pseudo-ids: its scores rest on approximate token counts."""
+    if not readers or not origin.startswith("pseudo-ids"):
+        return []
+    return [
+        Flag(
+            code="pseudo_completion_ids",
+            severity="warning",
+            reward=readers[0] if len(readers) == 1 else None,
+            message=f"{', '.join(readers)} read completion_ids, which here are {origin}; in training they are "
+            "the policy's sampled token ids, so length-based scores can differ.",
+            fix="Send tokenizer (the model you train, on this machine) with the inspection, or inspect with "
+            "generate: its model's tokenizer gives real ids.",
+        )
+    ]
 
 
 def score_samples(
-    specs: list[RewardSpec], functions: list[Any], samples: list[SuppliedSample]
-) -> tuple[list[SampleResult], dict[str, float]]:
-    """Each reward on every sample (one batch per reward, as TRL calls it), with errors and extracted answers."""
+    specs: list[RewardSpec], functions: list[Any], samples: list[SuppliedSample], model: str | None = None
+) -> tuple[list[SampleResult], dict[str, float], list[Flag], str]:
+    """Each reward on every sample (one batch per reward, called as TRL calls it: by keyword, the dataset columns
+    TRL passes, chat prompts' completions as assistant messages, ``completion_ids`` from
+    :func:`completion_token_ids`, async rewards awaited), with errors, extracted answers, the pseudo-id flag and
+    where the ids came from.
+    """
     prompts = [sample.prompt for sample in samples]
     completions = [sample.completion for sample in samples]
     keys = sorted({key for sample in samples for key in sample.columns})
-    columns = {key: [sample.columns.get(key) for sample in samples] for key in keys}
+    columns = reward_columns({key: [sample.columns.get(key) for sample in samples] for key in keys})
+    token_ids, origin = completion_token_ids(model, completions)
     timing: dict[str, float] = {}
+    readers: list[str] = []
     results = [
         SampleResult(
             id=i, prompt=s.prompt, completion=s.completion, columns=s.columns, group=s.group, scores={}, total=None
@@ -63,8 +132,10 @@ def score_samples(
     for function in functions:
         name = function.__name__
         started = time.perf_counter()
-        scores = function(prompts, completions, **columns)
+        observed = ObservedIds(token_ids)
+        scores = call_reward(function, prompts, completions, completion_ids=observed, **columns)
         timing[name] = time.perf_counter() - started
+        readers += [name] if observed.read else []
         errors = getattr(function, "last_item_errors", [None] * len(samples))
         extract = getattr(function, "extract", None)
         for result, score, error in zip(results, scores, errors, strict=True):
@@ -77,15 +148,16 @@ def score_samples(
         values = [result.scores[f.__name__] for f in functions]
         if all(value is not None for value in values):
             result.total = sum(spec.weight * value for spec, value in zip(specs, values, strict=True))
-    return results, timing
+    return results, timing, pseudo_ids_flag(origin, readers), origin
 
 
 def _child(job: dict[str, Any]) -> Scored:
     specs = [RewardSpec.model_validate(spec) for spec in job["rewards"]]
     samples = [SuppliedSample.model_validate(sample) for sample in job["samples"]]
     before = reward_fingerprint(specs)
-    functions = build_reward_functions(specs)
-    results, timing = score_samples(specs, functions, samples)
+    columns = {key for sample in samples for key in sample.columns}
+    functions = build_reward_functions(specs, columns=columns)  # a user reward needing a missing column: refused
+    results, timing, flags, origin = score_samples(specs, functions, samples, job.get("model"))
     probes = probe_rewards(specs, {f.__name__: f for f in functions}, results)
     after = reward_fingerprint(specs)
     if after != before:
@@ -94,7 +166,15 @@ def _child(job: dict[str, Any]) -> Scored:
             f"Reward {', '.join(changed)} changed on disk while it was being inspected.",
             "Inspect again once the files stop changing.",
         )
-    return Scored(results=results, timing=timing, probes=probes, fingerprint=after[0], fingerprint_parts=after[1])
+    return Scored(
+        results=results,
+        timing=timing,
+        probes=probes,
+        fingerprint=after[0],
+        fingerprint_parts=after[1],
+        completion_ids=origin,
+        flags=flags,
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -113,11 +193,16 @@ def _import_path() -> str:
     return os.pathsep.join(os.path.abspath(entry or os.curdir) for entry in sys.path)
 
 
-def score_fresh(specs: list[RewardSpec], samples: list[SuppliedSample]) -> Scored:
-    """Score the samples and probe the rewards in a fresh Python process (see the module docstring)."""
+def score_fresh(specs: list[RewardSpec], samples: list[SuppliedSample], model: str | None = None) -> Scored:
+    """Score the samples and probe the rewards in a fresh Python process (see the module docstring); ``model``'s
+    tokenizer, when on this machine, gives the rewards their ``completion_ids``."""
     with tempfile.TemporaryDirectory(prefix="grpo-rlvr-score-") as folder:
         job, out = Path(folder) / "job.json", Path(folder) / "out.json"
-        payload = {"rewards": [s.model_dump(mode="json") for s in specs], "samples": [s.model_dump() for s in samples]}
+        payload = {
+            "rewards": [s.model_dump(mode="json") for s in specs],
+            "samples": [s.model_dump() for s in samples],
+            "model": model,
+        }
         job.write_text(json.dumps(payload, default=str))
         run = subprocess.run(
             [sys.executable, "-m", "skill.inspection.scoring", str(job), str(out)],

@@ -38,7 +38,14 @@ from typing import NamedTuple
 from skill.errors import SkillError
 from skill.hardware.layout import layout_processes
 from skill.memory.gather import Gather, gathered, uses_vllm
-from skill.memory.precision import adapter_bytes, autocast_copy_bytes, compute_dtype
+from skill.memory.placement import (
+    ModelState,
+    check_placement,
+    check_tensor_parallel,
+    model_state_bytes,
+    precision_note,
+)
+from skill.memory.precision import autocast_copy_bytes, compute_dtype
 from skill.memory.schema import (
     ALLOCATOR_SLACK,
     CPU_PROCESS_GIB,
@@ -48,26 +55,12 @@ from skill.memory.schema import (
     LOGPROB_TOKEN_TILE,
     LOGPROB_TORCH_BYTES_PER_TILE_ELEMENT,
     LOGPROB_VOCAB_TILE,
-    NF4_BYTES_PER_PARAMETER,
     VLLM_RUNTIME_GIB,
     Components,
     MemoryEstimate,
     MemoryRequest,
 )
 from skill.models.shapes import ModelShape, resolve_shape
-
-
-def lora_parameters(shape: ModelShape, r: int, targets: str) -> int:
-    """Adapter parameters: r x (in + out) for each adapted projection.
-
-    >>> from skill.models.shapes import SHAPES
-    >>> lora_parameters(SHAPES["qwen2.5-7b"].shape, 16, "all-linear")
-    40370176
-    """
-    h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
-    attention = (h + q) + 2 * (h + kv) + (q + h)
-    mlp = 2 * (h + f) + (f + h)
-    return shape.layers * r * (attention + (mlp if targets == "all-linear" else 0))
 
 
 def weight_dtype(request: MemoryRequest) -> str:
@@ -159,16 +152,6 @@ def kv_cache_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> int:
     return 2 * shape.layers * shape.kv_dim * dtype_bytes
 
 
-class ModelState(NamedTuple):
-    """Bytes per device of what the optimizer step keeps, and the trainable parameter count."""
-
-    weights: float
-    gradients: float
-    optimizer: float
-    reference: float
-    trainable: int
-
-
 class Generation(NamedTuple):
     """Bytes per device that generation needs, and what the estimate should say about it."""
 
@@ -199,6 +182,13 @@ def training_processes(request: MemoryRequest) -> int:
     2
     """
     hardware = request.hardware
+    asked = request.training_processes
+    if asked and hardware.accelerator == "gpu" and asked > hardware.total_gpus:
+        raise SkillError(
+            f"training_processes={request.training_processes} on {hardware.total_gpus} GPU(s): each training process "
+            "needs a GPU of its own.",
+            f"Send training_processes <= {hardware.total_gpus}, or more GPUs (gpus_per_node, nodes).",
+        )
     if request.training_processes:
         return request.training_processes
     if hardware.accelerator == "cpu":
@@ -211,38 +201,12 @@ def training_processes(request: MemoryRequest) -> int:
 
 
 def capacity_gib(request: MemoryRequest) -> float:
-    """GiB on one device: the GPU's memory, or the RAM given for a CPU target (16 GiB when none is)."""
+    """GiB on one device: the GPU's memory, or the RAM of a CPU target (given, else this machine's; 16 GiB when
+    neither is known)."""
     memory = request.hardware.memory_gib_per_gpu
     if request.hardware.accelerator == "cpu":
         return memory or 16.0
     return memory or 0.0
-
-
-def model_state_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int) -> ModelState:
-    """Weights, gradients, optimizer states and the reference copy, sharded as the request says."""
-    parameters = shape.parameters()
-    adapters = lora_parameters(shape, request.lora_r, request.lora_targets) if request.method != "full" else 0
-    if request.method == "qlora":
-        linear = shape.layers * shape.linear_parameters_per_layer()
-        weights = (
-            linear * NF4_BYTES_PER_PARAMETER + (parameters - linear) * dtype_bytes + adapters * adapter_bytes(request)
-        )
-    else:
-        weights = parameters * dtype_bytes + adapters * adapter_bytes(request)
-    trainable = parameters if request.method == "full" else adapters
-    grad_bytes = dtype_bytes if request.method == "full" else adapter_bytes(request)
-    gradients = trainable * grad_bytes
-    state_bytes = 1 if request.optimizer == "adamw_8bit" else grad_bytes
-    optimizer = trainable * 2 * state_bytes
-    reference = parameters * dtype_bytes if request.beta > 0 and request.method == "full" else 0.0
-    if request.sharding in ("zero2", "zero3", "fsdp"):
-        processes = training_processes(request)
-        gradients /= processes
-        optimizer /= processes
-        if request.sharding != "zero2":
-            weights /= processes
-            reference /= processes
-    return ModelState(weights, gradients, optimizer, reference, trainable)
 
 
 def triton_used(request: MemoryRequest) -> bool:
@@ -257,14 +221,18 @@ def training_workspace_bytes(
     dtype; ``residual_bytes``: the weights', which the residual stream keeps)."""
     batch = request.per_device_train_batch_size
     sequence = request.prompt_length + request.completion_length
-    tokens = batch * sequence
+    # Padding-free batches pack the real tokens (mean length) and need no attention mask.
+    packed = min(sequence, request.mean_sequence_length or sequence) if request.padding_free else sequence
+    tokens = batch * packed
     checkpointing = request.activation_checkpointing
     activations = tokens * saved_activation_bytes_per_token(shape, dtype_bytes, checkpointing, residual_bytes)
-    mask = attention_mask_bytes(shape, batch, sequence, dtype_bytes)
+    mask = 0.0 if request.padding_free else attention_mask_bytes(shape, batch, sequence, dtype_bytes)
     if checkpointing:
         activations += tokens * recomputed_layer_bytes_per_token(shape, dtype_bytes) + mask / shape.layers
     else:
         activations += mask
+    if request.logits == "full":  # older TRL and other frameworks: the whole float32 logits at once
+        return activations, full_logits_bytes(batch, request.completion_length + 1, shape.vocab)
     triton = triton_used(request)
     logprob_tokens = batch * (request.completion_length if triton else sequence - 1)
     logprob = logprob_peak_bytes(shape, logprob_tokens, dtype_bytes, request.method == "full", triton)
@@ -282,17 +250,21 @@ def generation_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int
     if request.vllm_mode != "colocate":
         return Generation(0.0, None, 0.0, [], [])
     vllm = request.vllm_gpu_memory_utilization * capacity_gib(request) * GIB
-    vllm_weights = shape.parameters() * dtype_bytes
-    vllm_tokens = max(0, int((vllm - vllm_weights - VLLM_RUNTIME_GIB * GIB) // kv_per_token))
+    tensor_parallel = request.vllm_tensor_parallel_size  # each GPU holds 1/TP of the weights and of each KV head set
+    vllm_weights = shape.parameters() * dtype_bytes / tensor_parallel
+    kv_per_gpu = kv_per_token / min(tensor_parallel, shape.kv_heads)  # vLLM replicates KV heads beyond their count
+    vllm_tokens = max(0, int((vllm - vllm_weights - VLLM_RUNTIME_GIB * GIB) // kv_per_gpu))
     warnings = []
     if vllm_tokens < sequence:
         warnings.append(
             f"The colocated vLLM share ({vllm / GIB:.1f} GiB) cannot hold its {vllm_weights / GIB:.1f} GiB copy "
             f"of the weights plus the KV cache of one {sequence}-token sequence; vLLM would refuse to start."
         )
-    return Generation(
-        vllm, vllm_tokens, 0.0, warnings, ["vLLM share is modelled (utilization x GPU memory), not measured here."]
+    share = (
+        f"vLLM colocated: {request.vllm_gpu_memory_utilization:.2f} x GPU memory (modelled, not measured here), "
+        f"tensor parallel {tensor_parallel}"
     )
+    return Generation(vllm, vllm_tokens, 0.0, warnings, [share + "."])
 
 
 class Peaks(NamedTuple):
@@ -316,7 +288,8 @@ def phase_peaks(
     slack = 0.0 if request.hardware.accelerator == "cpu" else ALLOCATOR_SLACK
     resident = state.weights + state.optimizer + state.reference
     vllm_during_train = 0.0 if request.vllm_enable_sleep_mode else generation.vllm
-    train = (resident + state.gradients + activations + logprob) * (1 + slack) + vllm_during_train + overhead
+    train = (resident + state.gradients + state.buckets + activations + logprob) * (1 + slack)
+    train += vllm_during_train + overhead
     generation_gather = gather.bytes if gather.during == "generation" else 0.0
     generate = (resident + generation.kv_cache + generation_gather) * (1 + slack) + generation.vllm + overhead
     if not uses_vllm(request):
@@ -324,6 +297,7 @@ def phase_peaks(
     # TRL wakes only a sleeping vLLM's weights for the sync; the KV cache comes back for generation.
     vllm_dtype = compute_dtype(request, weight_dtype(request))  # vLLM serves in half precision on GPUs
     vllm_weights = request.shape.parameters() * DTYPE_BYTES[vllm_dtype] if request.shape else 0.0
+    vllm_weights /= request.vllm_tensor_parallel_size
     vllm_during_sync = min(generation.vllm, vllm_weights) if request.vllm_enable_sleep_mode else generation.vllm
     # Gradients are gone by then: the trainer zeroes them with set_to_none after each optimizer step.
     sync_gather = gather.bytes if gather.during == "sync" else 0.0
@@ -331,20 +305,59 @@ def phase_peaks(
     return Peaks(train, generate, sync)
 
 
+def stated_assumptions(request: MemoryRequest, dtype: str, compute: str, overhead_gib: float) -> list[str]:
+    """Every setting the estimate assumed, in words, so the answer can be checked against the real launch."""
+    sequence = request.prompt_length + request.completion_length
+    tokens = (
+        f"padding-free batches of {request.mean_sequence_length or sequence} tokens per sequence on average"
+        if request.padding_free
+        else f"{request.per_device_train_batch_size} x {sequence} padded tokens"
+    )
+    reference = (
+        "no reference model (beta=0)"
+        if request.beta == 0
+        else f"beta={request.beta}: "
+        + (
+            "the reference is the base with adapters disabled (no copy)"
+            if request.method != "full"
+            else "a reference copy on each trainer GPU"
+            if request.reference_placement == "colocated"
+            else "the reference runs elsewhere (not on these GPUs)"
+        )
+    )
+    logits = (
+        "the whole float32 logits (older TRL / other frameworks)"
+        if request.logits == "full"
+        else "TRL 1.16's chunked log-prob (one 4096 x 32768 tile at a time)"
+    )
+    offload = [name for name in ("optimizer", "parameters") if getattr(request, f"offload_{name}")]
+    return [
+        f"{dtype} weights{f' under {compute} autocast' if compute != dtype else ''}; "
+        f"{precision_note(request, dtype)}; {reference}.",
+        f"{'Checkpointed' if request.activation_checkpointing else 'Full'} activations for {tokens}; log-prob via "
+        f"{logits}; overhead {overhead_gib} GiB is modelled.",
+        f"CPU offload: {', '.join(offload) if offload else 'none'}.",
+    ]
+
+
 def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstimate]:
     """Every component, per device, and the estimate assembled from them (without remedies)."""
     request = with_shape(request)
+    check_placement(request)
     shape = request.shape
     assert shape is not None  # with_shape guarantees it
     on_cpu = request.hardware.accelerator == "cpu"
     dtype = weight_dtype(request)
     b, compute = DTYPE_BYTES[dtype], compute_dtype(request, dtype)  # autocast: half-precision activations, vLLM
-    state = model_state_bytes(request, shape, b)
+    processes = training_processes(request)
+    if uses_vllm(request):
+        check_tensor_parallel(request, processes)
+    state = model_state_bytes(request, shape, b, processes)
     activations, logprob = training_workspace_bytes(request, shape, DTYPE_BYTES[compute], b)
     activations += autocast_copy_bytes(request, shape, dtype)
     generation = generation_bytes(request, shape, DTYPE_BYTES[compute])
-    whole_weights = model_state_bytes(request.model_copy(update={"sharding": "none"}), shape, b).weights
-    gather = gathered(request, shape, whole_weights, b)
+    unsharded = request.model_copy(update={"sharding": "none", "offload_parameters": False, "offload_optimizer": False})
+    gather = gathered(request, shape, model_state_bytes(unsharded, shape, b, 1).weights, b)
     overhead_gib = CPU_PROCESS_GIB if on_cpu else CUDA_CONTEXT_GIB
     peaks = phase_peaks(request, state, (activations, logprob), generation, gather, overhead_gib * GIB)
     peak = max(peaks.train, peaks.generate, peaks.sync or 0.0) / GIB
@@ -359,15 +372,15 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
         vllm=generation.vllm / GIB,
         overhead=overhead_gib,
         weight_gather=gather.bytes / GIB,
+        gradient_buckets=state.buckets / GIB,
     )
-    sequence = request.prompt_length + request.completion_length
-    assumptions = generation.assumptions + [
-        f"{dtype} weights{f' under {compute} autocast' if compute != dtype else ''}; "
-        f"{'checkpointed' if request.activation_checkpointing else 'full'} activations for "
-        f"{request.per_device_train_batch_size} x {sequence} tokens; overhead {overhead_gib} GiB is modelled."
-    ]
+    assumptions = generation.assumptions + stated_assumptions(request, dtype, compute, overhead_gib)
     if gather.reason:
         assumptions.append(f"Weight gather: {gather.reason}.")
+    if state.buckets:
+        assumptions.append(
+            "DDP's all-reduce buckets hold a second copy of the gradients (gradient_as_bucket_view off)."
+        )
     capacity = capacity_gib(request)
     estimate = MemoryEstimate(
         target="cpu" if on_cpu else "gpu",
@@ -382,6 +395,7 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
         fits=peak <= capacity and not generation.warnings,
         headroom_gib=round(capacity - peak, 3),
         vllm_kv_cache_tokens=generation.vllm_tokens,
+        offloaded_to_cpu_gib=round(state.offloaded / GIB, 3),
         warnings=generation.warnings + gather_warnings(gather, peaks, capacity),
         assumptions=assumptions,
     )

@@ -2,7 +2,8 @@
 remedies ranked by cost when it does not fit (or fits with little room).
 
 The components are computed in ``memory.components``, the remedies in ``memory.remedies``; the
-contracts live in ``memory.schema``. May import those, and ``errors``.
+contracts live in ``memory.schema``; when no single remedy is enough, ``memory.search`` finds the smallest
+configuration that fits. May import those, and ``errors``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from skill.memory.components import estimate_components, with_shape
 from skill.memory.remedies import remedies
 from skill.memory.schema import MemoryEstimate, MemoryRequest
+from skill.memory.search import smallest_configuration
 
 # The face the tools and the server import; the contracts are defined in memory.schema.
 __all__ = ["MemoryEstimate", "MemoryRequest", "estimate_memory"]
@@ -25,10 +27,23 @@ def estimate_memory(request: MemoryRequest) -> MemoryEstimate:
     >>> estimate = estimate_memory(MemoryRequest(model="Qwen/Qwen2.5-7B-Instruct",
     ...     hardware=HardwareSpec(gpu_model="H100"), method="full"))
     >>> estimate.fits, [remedy.name for remedy in estimate.remedies if remedy.fits][:2]
-    (False, ['lora', 'qlora'])
+    (False, ['vllm_sleep_mode', 'adamw_8bit'])
     """
     request = with_shape(request)
     estimate = estimate_components(request)[1]
     if not estimate.fits or estimate.headroom_gib < LOW_HEADROOM * estimate.capacity_gib:
         estimate.remedies = remedies(request)
+    if not estimate.fits and not any(remedy.fits for remedy in estimate.remedies):
+        # No single change is enough: search GPUs, method, offload and generation together.
+        smallest = smallest_configuration(request)
+        if smallest is not None:
+            estimate.remedies.append(smallest)
+            if smallest.changes["method"] != request.method:
+                same = smallest_configuration(request, keep_method=True)
+                estimate.remedies.extend([same] if same is not None else [])
+        else:
+            estimate.warnings.append(
+                "No configuration up to 512 GPUs of this memory fits (any method, offload, generation); "
+                "send larger GPUs or a smaller model."
+            )
     return estimate

@@ -22,7 +22,7 @@ from skill.memory.gather import gathers_whole_model
 from skill.memory.precision import compute_dtype
 from skill.memory.schema import DTYPE_BYTES, GIB, MemoryRequest, Remedy
 
-MAX_GPUS_SUGGESTED = 64
+MAX_GPUS_SUGGESTED = 512
 
 # (name, cost, changes to report, the request with the change applied)
 Candidate = tuple[str, str, dict[str, object], MemoryRequest]
@@ -157,6 +157,7 @@ def smallest_vllm_share(request: MemoryRequest) -> float:
     tokens = request.per_device_train_batch_size * request.steps_per_generation
     tokens *= request.prompt_length + request.completion_length
     needed = shape.parameters() * b + 0.5 * GIB + tokens * kv_cache_bytes_per_token(shape, b)
+    needed /= request.vllm_tensor_parallel_size  # tensor parallel splits the weights and each token's KV heads
     share = needed / ((request.hardware.memory_gib_per_gpu or 1.0) * GIB)
     return min(0.95, math.ceil(share * 20) / 20)
 
@@ -166,24 +167,30 @@ def more_gpus(request: MemoryRequest) -> Remedy | None:
     planner would: the server's GPUs do not train."""
     if request.hardware.accelerator != "gpu":
         return None
-    for gpus in (2, 4, 8, 16, 32, MAX_GPUS_SUGGESTED):
+    for gpus in (2, 4, 8, 16, 32, 64, 128, 256, MAX_GPUS_SUGGESTED):
         if gpus <= request.hardware.total_gpus:
             continue
         hardware = request.hardware.model_copy(update={"gpus_per_node": min(gpus, 8), "nodes": max(1, gpus // 8)})
-        candidate = request.model_copy(
-            update={"hardware": hardware, "sharding": "zero3", "training_processes": None, "vllm_mode": "server"}
-        )
+        # The server's own tensor parallel size is the launch planner's; the colocated one does not apply.
+        server = {
+            "sharding": "zero3",
+            "training_processes": None,
+            "vllm_mode": "server",
+            "vllm_tensor_parallel_size": 1,
+        }
+        candidate = request.model_copy(update={"hardware": hardware, **server})
         try:
             trainers = training_processes(candidate)
+            result = estimate_components(candidate)[1]
         except SkillError:  # the vLLM server cannot be laid out on this many GPUs
             continue
-        result = estimate_components(candidate)[1]
         if result.fits:
+            layout = {"gpus": gpus, "gpus_per_node": hardware.gpus_per_node, "nodes": hardware.nodes}
             return Remedy(
                 name="more_gpus",
                 cost=f"{gpus} GPUs with ZeRO-3 over {trainers} training processes"
                 + (f" and a separate vLLM server on {gpus - trainers}" if gpus > trainers else ""),
-                changes={"gpus": gpus, "sharding": "zero3"},
+                changes={**layout, **server},
                 peak_gib=result.peak_gib,
                 fits=True,
             )

@@ -28,13 +28,13 @@ VLLM_RUNTIME_GIB = 0.5  # vLLM's own activations and CUDA graphs inside its shar
 CPU_PROCESS_GIB = 1.0  # a Python process with torch, transformers and trl imported; modelled
 
 Method = Literal["full", "lora", "qlora"]
-Sharding = Literal["none", "zero2", "zero3", "fsdp"]
+Sharding = Literal["none", "zero1", "zero2", "zero3", "fsdp"]
 
 
 class MemoryRequest(BaseModel):
     """What decides GRPO memory on one device. Defaults follow the seed recipe."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
     model: str | None = Field(
         default=None, description="Hub id, local directory or the embedded default's id; or send `shape`."
@@ -53,22 +53,61 @@ class MemoryRequest(BaseModel):
     lora_r: int = Field(default=16, gt=0)
     lora_targets: Literal["all-linear", "attention"] = "all-linear"
     optimizer: Literal["adamw", "adamw_8bit"] = "adamw"
-    beta: float = Field(default=0.01, ge=0)
+    beta: float = Field(
+        default=0.0, ge=0, description="KL coefficient; TRL 1.16's default 0.0 loads no reference model."
+    )
     per_device_train_batch_size: int = Field(default=8, gt=0)
     steps_per_generation: int = Field(default=4, gt=0)
     prompt_length: int = Field(default=512, gt=0, description="Longest prompt, in tokens.")
     completion_length: int = Field(default=256, gt=0, description="max_completion_length")
+    padding_free: bool = Field(
+        default=False,
+        description="GRPOConfig padding_free: sequences are packed without padding, so the training step holds "
+        "`mean_sequence_length` tokens per sequence instead of the longest, and no attention mask.",
+    )
+    mean_sequence_length: int | None = Field(
+        default=None, gt=0, description="Mean prompt + completion tokens (padding-free batches); default: the longest."
+    )
+    logits: Literal["chunked", "full"] = Field(
+        default="chunked",
+        description="chunked: TRL 1.16's fused LM-head log-prob (one tile at a time); full: the batch x completion "
+        "x vocab float32 logits older TRL versions and other frameworks build (to compare with their reports).",
+    )
     activation_checkpointing: bool = True
     use_vllm: bool | None = Field(default=None, description="Default: on GPUs, off on CPU.")
     vllm_mode: Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = Field(default=0.3, gt=0, lt=1)
     vllm_enable_sleep_mode: bool = False
+    vllm_tensor_parallel_size: int = Field(
+        default=1, gt=0, description="Colocated vLLM's tensor parallel size: each GPU holds 1/TP of its weights."
+    )
     ds3_gather_for_generation: bool = Field(
         default=True,
         description="GRPOConfig's field: under ZeRO-3, generation without vLLM gathers the whole model (TRL's "
         "default); False fetches one layer at a time (slower, no full copy).",
     )
-    sharding: Sharding = "none"
+    sharding: Sharding = Field(
+        default="none",
+        description="none: DDP (whole state on each GPU); zero1/zero2/zero3: DeepSpeed (bf16 weights, float32 "
+        "master weights and Adam moments sharded; ZeRO-2 also shards gradients, ZeRO-3 the weights); fsdp: FSDP2 "
+        "(everything sharded in the load dtype, gathered in half precision per layer).",
+    )
+    offload_optimizer: bool = Field(
+        default=False, description="ZeRO / FSDP CPU offload of the optimizer states (and ZeRO's master weights)."
+    )
+    offload_parameters: bool = Field(
+        default=False, description="ZeRO-3 / FSDP CPU offload of the weights: one layer at a time on the GPU."
+    )
+    reference_placement: Literal["colocated", "elsewhere"] = Field(
+        default="colocated",
+        description="colocated: the reference model shares each trainer GPU, sharded as the policy (TRL); "
+        "elsewhere: it runs on other GPUs or a server (OpenRLHF's ref group, verl's separate pool).",
+    )
+    gradient_as_bucket_view: bool = Field(
+        default=False,
+        description="DDP's gradient_as_bucket_view: without it DDP keeps a second copy of the gradients in its "
+        "all-reduce buckets.",
+    )
     training_processes: int | None = Field(default=None, gt=0, description="Default: every GPU trains.")
     triton: bool | None = Field(default=None, description="Triton kernels for the log-prob; default: on GPUs.")
 
@@ -89,6 +128,9 @@ class Components(BaseModel):
         default=0.0,
         description="Whole parameters gathered at once beside the shard outside the training step (ZeRO-3 / FSDP): "
         "the whole model for PEFT's weight sync into vLLM under ZeRO-3, else one parameter.",
+    )
+    gradient_buckets: float = Field(
+        default=0.0, description="DDP's all-reduce buckets: a second copy of the gradients (several processes)."
     )
 
 
@@ -119,6 +161,7 @@ class MemoryEstimate(BaseModel):
     fits: bool
     headroom_gib: float
     vllm_kv_cache_tokens: int | None = Field(default=None, description="Tokens the colocated vLLM cache can hold.")
+    offloaded_to_cpu_gib: float = Field(default=0.0, description="Host RAM per process that the offload takes.")
     warnings: list[str] = Field(default_factory=list, description="Reasons it cannot run besides the total.")
     remedies: list[Remedy] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)

@@ -131,6 +131,18 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
+def resolve_tokenizer_path(model: str) -> str:
+    """What to hand ``AutoTokenizer.from_pretrained``: for the embedded default only its tokenizer (seconds to
+    build), not the whole model (a GGUF dequantization of tens of seconds that a start check should not wait on).
+
+    >>> resolve_tokenizer_path("Qwen/Qwen2.5-0.5B-Instruct")
+    'Qwen/Qwen2.5-0.5B-Instruct'
+    """
+    if is_embedded(model):
+        return str(embedded_tokenizer_dir())
+    return model
+
+
 def save_tiny_random_model(directory: Path, seed: int = 0, head_dim: int = 16) -> Path:
     """A 2-layer Llama with random weights and the embedded SmolLM2 tokenizer, saved for smoke runs.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from skill import __version__
 from skill.errors import SkillError
@@ -22,6 +22,8 @@ from skill.inspection.gate import GateClosed, open_gate
 from skill.memory.estimate import estimate_memory
 from skill.models.shapes import known_model_names, known_parameters_b, parameters_from_local_dir
 from skill.models.sources import EMBEDDED_MODEL_ID, is_embedded
+from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
+from skill.recipe.field_values import check_field_values
 from skill.recipe.precision import check_master_weights, precision_fields
 from skill.recipe.prompts import size_prompt_budget
 from skill.recipe.schema import (
@@ -33,7 +35,7 @@ from skill.recipe.schema import (
     RecipeReason,
     target_is_this_machine,
 )
-from skill.recipe.seed import GROUP_SIZE_FLOOR, SEED
+from skill.recipe.seed import CPU_SHORT_RUN, GROUP_SIZE_FLOOR, SEED
 from skill.recipe.trl_contract import (
     build_grpo_config,
     check_field_names,
@@ -53,7 +55,7 @@ EMBEDDED_PARAMETERS_B = 0.135  # SmolLM2-135M-Instruct
 class RecipeRequest(BaseModel):
     """What emit_grpo_config needs: the model, where it trains, how, on what rewards and data."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
     model: ModelSpec = Field(default_factory=ModelSpec)
     hardware: HardwareSpec = Field(description="The target machine(s).")
@@ -72,6 +74,18 @@ class RecipeRequest(BaseModel):
     route_decision_id: str | None = Field(
         default=None, description="The route_check decision this recipe follows; it must have routed to grpo."
     )
+    evaluation: EvaluationPlan | None = Field(
+        default=None, description="Held-out evaluation during training; by default chosen from run length and cost."
+    )
+
+    @field_validator("route_decision_id")
+    @classmethod
+    def _route_id_given(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError(
+                "route_decision_id is empty: send the id route_check returned, or leave the field out (no route)"
+            )
+        return value
 
 
 def _parameters_b(model: ModelSpec) -> float:
@@ -115,6 +129,8 @@ def _apply_hardware(
     checkpointing = field_name("activation_checkpointing", transformers_version)
     if hardware.accelerator == "cpu":
         build.set("use_cpu", True, "hardware", "CPU target")
+        for field, (value, reason) in CPU_SHORT_RUN.items():
+            build.set(field, value, "hardware", reason)
         build.set(
             "use_vllm",
             False,
@@ -175,12 +191,12 @@ def _apply_method(build: _Builder, method: str, hardware: HardwareSpec) -> PeftS
         return None
     if method == "qlora" and hardware.accelerator == "cpu":
         raise SkillError("QLoRA needs a CUDA GPU (bitsandbytes NF4).", "Send method 'lora' or 'full' for a CPU target.")
-    lr = float(f"{SEED['learning_rate'][0] * 10:.3g}")
+    lr = float(f"{build.trl['learning_rate'] * 10:.3g}")
     build.set("learning_rate", lr, "method", "LoRA needs about 10x the full fine-tune learning rate")
     return PeftSpec(quantize_4bit=method == "qlora")
 
 
-def _check_rewards(rewards: list[RewardSpec]) -> None:
+def check_rewards(rewards: list[RewardSpec]) -> None:
     for spec in rewards:
         if ":" not in spec.name:  # user functions load (allowlisted) where the run starts
             registered_reward(spec)
@@ -234,7 +250,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     """
     if request.method == "auto":
         return _emit_auto(request)
-    _check_rewards(request.rewards)
+    check_rewards(request.rewards)
     parameters_b = _parameters_b(request.model)
     dataset, prompt_reason = size_prompt_budget(request.dataset, request.model.name)  # measured prompt lengths
     request = request.model_copy(update={"dataset": dataset})
@@ -242,6 +258,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     vllm_server = bool(build.trl.get("use_vllm")) and build.trl.get("vllm_mode") == "server"
     launch = layout_processes(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30, vllm_server=vllm_server)
     build.reasons[prompt_reason.field] = prompt_reason
+    check_field_values(build.trl)  # a type, NaN or range error named before any arithmetic on it
     check_group_arithmetic(build.trl, launch.training_processes)
     check_master_weights(build.trl, request.method, request.override_reasons)
     _config, notes = build_grpo_config(
@@ -262,6 +279,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
         hardware=request.hardware,
         launch=launch,
         variant=variant,
+        evaluation=request.evaluation or plan_evaluation(build.trl, request.hardware.accelerator),
         reasons=list(build.reasons.values()),
         provenance=Provenance(
             emitted_by=__version__,
@@ -272,7 +290,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
         ),
     )
     _attach_memory_estimate(recipe)
-    if request.route_decision_id:
+    if request.route_decision_id is not None:
         _attach_route(recipe, request.route_decision_id)
     _attach_inspection(recipe)
     composite = check_composite(request.rewards)

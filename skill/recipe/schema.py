@@ -17,6 +17,7 @@ from skill.hardware.specs import HardwareSpec
 from skill.memory.schema import MemoryRequest
 from skill.models.shapes import resolve_shape
 from skill.models.sources import EMBEDDED_MODEL_ID
+from skill.recipe.evaluation_plan import EvaluationPlan
 from skill.recipe.script import render_script
 from skill.recipe.trl_contract import build_grpo_config
 from skill.recipe.variants import AppliedVariants
@@ -28,7 +29,7 @@ Method = Literal["full", "lora", "qlora"]
 class ModelSpec(BaseModel):
     """The policy model."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
     name: str = Field(
         default=EMBEDDED_MODEL_ID,
@@ -43,7 +44,7 @@ class ModelSpec(BaseModel):
 class PeftSpec(BaseModel):
     """LoRA / QLoRA adapter settings (peft.LoraConfig)."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
     r: int = Field(default=16, ge=1, description="LoRA rank.")
     lora_alpha: int = Field(default=32, ge=1, description="LoRA scaling numerator (alpha / r scales the update).")
@@ -103,6 +104,9 @@ class GRPORecipe(BaseModel):
     hardware: HardwareSpec
     launch: LaunchPlan
     variant: AppliedVariants | None = None
+    evaluation: EvaluationPlan | None = Field(
+        default=None, description="Held-out evaluation during training (None: scored only before and after)."
+    )
     reasons: list[RecipeReason] = Field(default_factory=list)
     provenance: Provenance
 
@@ -164,6 +168,11 @@ class GRPORecipe(BaseModel):
         ]
         if self.variant and self.variant.variants:
             lines.append("  variants: " + ", ".join(self.variant.variants))
+        if self.evaluation and self.evaluation.every_steps:
+            plan = self.evaluation
+            lines.append(
+                f"  held-out evaluation: every {plan.every_steps} steps on {plan.prompts} prompts x {plan.generations}"
+            )
         lines.append("  reasons:")
         lines.extend(f"    {reason.field}={reason.value!r}: {reason.reason}" for reason in self.reasons)
         lines.extend(f"  note: {note}" for note in self.provenance.validation)
@@ -174,7 +183,7 @@ def describe_hardware(hardware: HardwareSpec) -> str:
     """One line naming the target.
 
     >>> describe_hardware(HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2))
-    '2 node(s) x 8 x H100 (74.5 GiB)'
+    '2 node(s) x 8 x H100 (79.6 GiB)'
     >>> describe_hardware(HardwareSpec(accelerator="cpu"))
     'CPU'
     """

@@ -1,11 +1,15 @@
 """``length_penalty``: DAPO's soft overlong punishment or a target-length penalty, alone or wrapped
 around another reward.
 
+The soft overlong punishment is TRL's own (``trl.rewards.get_soft_overlong_punishment``, the same formula);
+this reward adds what TRL's does not do: a ``scale``, a character-based length when there are no token ids
+(inspection scores text), the target mode and wrapping another reward.
+
 Lengths are token counts when TRL passes ``completion_ids``; otherwise characters / 4 (a documented
 approximation). The penalty is never positive and at most ``scale`` in size, so with a weight below
 the correctness reward's it can never make a wrong answer beat a right one.
 
-May import: ``skill.rewards`` (base, params, registry, spec), ``skill.errors``.
+May import: ``skill.rewards`` (base, params, registry, spec, trl_inputs), ``skill.errors``.
 """
 
 from __future__ import annotations
@@ -18,22 +22,20 @@ from skill.rewards.base import RewardFunction
 from skill.rewards.params import Param
 from skill.rewards.registry import build_reward_function, register
 from skill.rewards.spec import RewardSpec
-
-CHARS_PER_TOKEN = 4
+from skill.rewards.trl_inputs import pseudo_token_ids
 
 
 def soft_overlong_penalty(length: int, max_length: int, buffer: int) -> float:
-    """0 up to ``max_length - buffer`` tokens, then linearly down to -1 at ``max_length``, -1 beyond.
+    """DAPO's soft overlong punishment (Eq. 13), computed by TRL's own ``get_soft_overlong_punishment``:
+    0 up to ``max_length - buffer`` tokens, then linearly down to -1 at ``max_length``, -1 beyond.
 
     >>> [soft_overlong_penalty(n, 100, 20) for n in (50, 80, 90, 100, 150)]
     [0.0, 0.0, -0.5, -1.0, -1.0]
     """
-    free = max_length - buffer
-    if length <= free:
-        return 0.0
-    if length >= max_length:
-        return -1.0
-    return (free - length) / buffer
+    from trl.rewards import get_soft_overlong_punishment  # heavy: trl only when a penalty is computed
+
+    # TRL's reward reads only the length of each id list: a range of that length stands for the ids.
+    return float(get_soft_overlong_punishment(max_length, buffer)(completion_ids=[range(length)])[0])
 
 
 def target_length_penalty(length: int, target: int, tolerance: float) -> float:
@@ -86,13 +88,19 @@ def build_length_penalty(
     if wrap is not None:
         inner = build_reward_function(RewardSpec.model_validate({"role": "correctness", **wrap}))
 
+    overlong = None
+    if mode == "soft_overlong":
+        from trl.rewards import get_soft_overlong_punishment  # heavy: trl only when this reward is built
+
+        overlong = get_soft_overlong_punishment(max_length, ramp)  # TRL's own, a picklable callable
+
     def penalty(length: int) -> float:
-        if mode == "target":
+        if overlong is None:
             return scale * target_length_penalty(length, target or 1, tolerance)
-        return scale * soft_overlong_penalty(length, max_length, ramp)
+        return scale * overlong(completion_ids=[range(length)])[0]  # TRL reads only each id list's length
 
     def batch_score(texts: list[str], rows: list[dict[str, Any]], ids: Sequence[Sequence[int]] | None) -> list[Any]:
-        lengths = [len(ids[i]) if ids is not None else len(text) // CHARS_PER_TOKEN for i, text in enumerate(texts)]
+        lengths = [len(ids[i]) if ids is not None else len(pseudo_token_ids(text)) for i, text in enumerate(texts)]
         if inner is None:
             return [penalty(length) for length in lengths]
         columns = {key: [row.get(key) for row in rows] for key in rows[0]} if rows else {}

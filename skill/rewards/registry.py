@@ -3,10 +3,15 @@
 A spec names a registered reward (the project's library) or a user function ``"module:function"``.
 User functions load only from an allowlist: the project's own reward modules plus the modules and
 directories the user configures (``GRPO_RLVR_REWARD_MODULES``: comma-separated module prefixes;
-``GRPO_RLVR_REWARD_PATHS``: directories whose files may define rewards). Every function must
-follow TRL's contract ``f(prompts, completions, completion_ids=None, **kwargs)``: TRL passes every
-dataset column plus ``trainer_state``, ``log_extra`` and ``log_metric`` as keywords, so a function
-without ``**kwargs`` would raise inside the trainer; it is refused here instead.
+``GRPO_RLVR_REWARD_PATHS``: directories whose files may define rewards). A user function is written as
+TRL's docs write rewards, e.g. ``def accuracy(completions, solution, **kwargs)``, sync or ``async``, a
+function, a callable instance or a ``functools.partial``. TRL calls it by keyword with ``prompts``,
+``completions``, ``completion_ids``, every dataset column, ``trainer_state``, ``log_extra`` and
+``log_metric``; a function TRL could not call that way is refused when it is loaded
+(:func:`check_reward_signature`), not found out inside the trainer.
+
+Every registered reward pickles as its spec (TRL forwards rewards to rollout workers in other processes):
+the receiving process rebuilds it from the registry (:func:`rebuild_reward`).
 
 A registered builder documents itself once: its docstring's first paragraph is the reward's summary,
 and each parameter's type, default and meaning live on its signature (``skill.rewards.params``).
@@ -20,15 +25,21 @@ import importlib
 import importlib.util
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from skill.errors import SkillError
-from skill.rewards.base import GuardedUserReward, RewardFunction
+from skill.rewards.base import (
+    AsyncGuardedUserReward,
+    GuardedUserReward,
+    RewardFunction,
+    is_async_reward,
+)
 from skill.rewards.params import RewardParam, builder_params, param_problems
 from skill.rewards.spec import RewardRole, RewardSpec
+from skill.rewards.trl_inputs import TRL_ALWAYS_PASSES, TRL_WITHHELD_COLUMNS, check_column_names
 
 ALLOWED_MODULES_ENV = "GRPO_RLVR_REWARD_MODULES"
 ALLOWED_PATHS_ENV = "GRPO_RLVR_REWARD_PATHS"
@@ -96,23 +107,64 @@ def load_library() -> dict[str, RegisteredReward]:
     return REGISTRY
 
 
-def check_reward_signature(function: Callable[..., Any], label: str) -> None:
-    """Refuse a function TRL could not call with its keyword arguments.
+def signature_problems(function: Callable[..., Any], columns: Collection[str] | None = None) -> list[str]:
+    """Why TRL could not call ``function`` by keyword; empty when it can. ``columns``: the dataset's columns
+    when known (a required parameter must then be one of them or something TRL passes).
 
-    >>> def good(prompts, completions, **kwargs): return [0.0 for _ in completions]
+    >>> def accuracy(completions, solution, **kwargs): ...
+    >>> signature_problems(accuracy), signature_problems(accuracy, columns=["answer"])
+    ([], ["it requires 'solution', which is not a dataset column (columns: answer)"])
+    >>> def singular(prompt, completion, **kwargs): ...
+    >>> signature_problems(singular)[0]
+    "it requires 'prompt', which TRL never passes (it passes prompts=, completions=, plural)"
+    """
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: the guard reports a failing call
+        return []
+    problems = []
+    if not any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+        problems.append(
+            "it does not accept **kwargs, and TRL passes every dataset column, trainer_state, log_extra and "
+            "log_metric as keywords"
+        )
+    required = [parameter for parameter in parameters if parameter.default is inspect.Parameter.empty]
+    for parameter in required:
+        name = parameter.name
+        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            problems.append(f"it takes {name!r} positionally only, and TRL passes everything by keyword")
+        elif parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        elif name in TRL_WITHHELD_COLUMNS - TRL_ALWAYS_PASSES:
+            problems.append(f"it requires {name!r}, which TRL never passes (it passes prompts=, completions=, plural)")
+        elif name == "environments":
+            problems.append("it requires 'environments', which TRL passes only with environment factories (none here)")
+        elif columns is not None and name not in TRL_ALWAYS_PASSES and name not in columns:
+            problems.append(
+                f"it requires {name!r}, which is not a dataset column (columns: {', '.join(sorted(columns)) or 'none'})"
+            )
+    return problems
+
+
+def check_reward_signature(function: Callable[..., Any], label: str, columns: Collection[str] | None = None) -> None:
+    """Refuse, with one message, a function TRL could not call with its keyword arguments.
+
+    >>> def good(completions, **kwargs): return [0.0 for _ in completions]
     >>> check_reward_signature(good, "good")
     >>> def bad(prompts, completions): return [0.0]
     >>> check_reward_signature(bad, "bad")
     Traceback (most recent call last):
     ...
-    skill.errors.SkillError: Reward 'bad' does not accept **kwargs; ...
+    skill.errors.SkillError: Reward 'bad' cannot be called as TRL calls rewards: it does not accept **kwargs, ...
     """
-    parameters = inspect.signature(function).parameters.values()
-    if not any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+    problems = signature_problems(function, columns)
+    if problems:
         raise SkillError(
-            f"Reward {label!r} does not accept **kwargs; TRL passes dataset columns, trainer_state, log_extra and "
-            "log_metric as keywords, so it would fail inside the trainer.",
-            "Define it as f(prompts, completions, completion_ids=None, **kwargs).",
+            f"Reward {label!r} cannot be called as TRL calls rewards: {'; '.join(problems)}.",
+            "Define it as TRL's docs do, naming only what it reads and ending with **kwargs: "
+            "def accuracy(completions, solution, **kwargs) -> list[float | None], where solution is a dataset "
+            "column (TRL passes prompts, completions, completion_ids, every column, trainer_state, log_extra and "
+            "log_metric by keyword).",
         )
 
 
@@ -183,12 +235,28 @@ def registered_reward(spec: RewardSpec) -> RegisteredReward:
     return entry
 
 
-def build_reward_function(spec: RewardSpec) -> Callable[..., list[float | None]]:
-    """The callable for one spec. Registry rewards are named after the spec; user functions keep theirs."""
+def rebuild_reward(spec: dict[str, Any]) -> Callable[..., list[float | None]]:
+    """A registered reward built again from its spec: what a pickled reward becomes in another process.
+
+    >>> import pickle
+    >>> reward = build_reward_function(RewardSpec(name="format", role="format", params={"pattern": "number"}))
+    >>> pickle.loads(pickle.dumps(reward))(["", ""], ["12", "twelve"])
+    [1.0, 0.0]
+    """
+    return build_reward_function(RewardSpec.model_validate(spec))
+
+
+def build_reward_function(
+    spec: RewardSpec, columns: Collection[str] | None = None
+) -> Callable[..., list[float | None]]:
+    """The callable for one spec. Registry rewards are named after the spec; user functions keep theirs.
+
+    ``columns``, when known, are the dataset's columns: a user function requiring another one is refused.
+    """
     if ":" in spec.name:
         function = _load_user_function(spec.name)
-        check_reward_signature(function, spec.name)
-        return GuardedUserReward(function)
+        check_reward_signature(function, spec.name, columns)
+        return AsyncGuardedUserReward(function) if is_async_reward(function) else GuardedUserReward(function)
     entry = registered_reward(spec)
     problems = param_problems(entry.params, spec.params)
     try:
@@ -200,16 +268,21 @@ def build_reward_function(spec: RewardSpec) -> Callable[..., list[float | None]]
             f"Bad params for reward {spec.name!r}: {exc}.", f"Its params: {entry.describe_params()}."
         ) from None
     function.__name__ = function.__qualname__ = spec.name
+    function.rebuild = (rebuild_reward, (spec.model_dump(),))
     return function
 
 
-def build_reward_functions(specs: list[RewardSpec]) -> list[Callable[..., list[float | None]]]:
+def build_reward_functions(
+    specs: list[RewardSpec], columns: Collection[str] | None = None
+) -> list[Callable[..., list[float | None]]]:
     """The callables for a recipe's reward specs, in order, each with a unique ``__name__``
     (TRL logs ``rewards/<__name__>/mean``; two specs of one reward get ``name``, ``name_2``, ...)."""
+    if columns is not None:
+        check_column_names(columns)  # a column TRL cannot pass would fail the first batch, or reach no reward
     functions = []
     seen: dict[str, int] = {}
     for spec in specs:
-        function = build_reward_function(spec)
+        function = build_reward_function(spec, columns)
         base = getattr(function, "__name__", spec.name)
         seen[base] = seen.get(base, 0) + 1
         if seen[base] > 1:

@@ -1,4 +1,11 @@
-"""RewardSpec: how a recipe names a reward function, its role in the composite, and its weight."""
+"""RewardSpec: how a recipe names a reward function, its role in the composite, and its weight.
+
+TRL also takes a reward *model* id (``reward_funcs="org/reward-model"``) and loads it with
+``AutoModelForSequenceClassification`` from the hub. A spec refuses one, hub id or local path alike:
+nothing is fetched from a hub here, and a learned score is not a verifiable reward, so the composite rule
+and the inspection's probes could not vouch for it. A rubric judge (role ``judge``) or a user function that
+loads a local model and returns its scores is the way to use one.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +24,15 @@ class RewardSpec(BaseModel):
 
     >>> RewardSpec(name="exact_match", role="correctness", weight=1.0).role
     'correctness'
+    >>> RewardSpec(name="OpenAssistant/reward-model-deberta-v3-large-v2", role="correctness")
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for RewardSpec
+    name
+      Value error, reward name 'OpenAssistant/reward-model-deberta-v3-large-v2' looks like a reward model ...
     """
 
-    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
     name: str = Field(
         description="A reward from the project's registry (e.g. 'format', 'exact_match', 'unit_tests') or a user "
@@ -35,6 +48,14 @@ class RewardSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_shape(cls, value: str) -> str:
+        if "/" in value or "\\" in value or value.startswith(("~", ".")):
+            raise ValueError(
+                f"reward name {value!r} looks like a reward model (a hub id or a path); TRL would load it with "
+                "AutoModelForSequenceClassification, which this project does not do: nothing is fetched from a "
+                "hub, and a learned score is not a verifiable reward. Send a registry reward, a 'rubric_judge' "
+                "with role 'judge', or a user function 'module:function' that loads your local model and returns "
+                "its scores"
+            )
         if not _NAME.match(value):
             raise ValueError(
                 f"reward name {value!r} is neither a registry name nor 'module:function'; "

@@ -1,23 +1,43 @@
 """Rewards that read text: ``format`` (structure only), ``exact_match`` and ``math`` (the answer).
 
 Every regular expression here is anchored and DOTALL: structure is judged on the whole completion,
-so repeated blocks, an empty answer or trailing junk earn nothing.
+so repeated blocks, an empty answer or trailing junk earn nothing. Reading answers as people write them
+(thousands separators, currency, fractions, LaTeX, lists of candidates) lives in ``answers``; math-verify
+runs in the warm workers of ``math_workers``.
 
-May import: ``skill.rewards`` (base, params, registry), ``skill.errors``.
+Each reward's per-item scorer is an instance of a module-level class, so a built reward pickles (TRL's
+rollout workers and spawned trainer processes receive rewards that way).
+
+May import: ``skill.rewards`` (answers, base, math_workers, params, registry), ``skill.errors``.
 """
 
 from __future__ import annotations
 
-import atexit
 import re
+from functools import partial
 from typing import Annotated, Any
 
 from skill.errors import SkillError
+from skill.rewards.answers import (
+    EXTRACT_MODES,
+    MAX_ANSWER_CHARS,
+    answers_equal,
+    committed_answer,
+    extract_answer,
+    lists_candidates,
+    normalise_answer,
+    numbers_equal,
+    read_number,
+)
 from skill.rewards.base import RewardFunction
+from skill.rewards.math_workers import math_equal
 from skill.rewards.params import Param
 from skill.rewards.registry import register
 
-_NUMBER = r"-?\d+(?:\.\d+)?"
+__all__ = ["FORMATS", "answers_equal", "extract_answer", "math_answer_correct", "normalise_answer"]
+
+# One number as written: sign, thousands groups, decimals, a fraction, a percent sign.
+_NUMBER = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?%?"
 _ANSWER_BODY = r"(?:(?!</?answer>|</?think>).)*\S(?:(?!</?answer>|</?think>).)*"
 FORMATS: dict[str, str] = {
     # Just a number, nothing around it but whitespace.
@@ -42,6 +62,16 @@ def _compile_format(pattern: str | None, regex: str | None) -> re.Pattern[str]:
     return re.compile(FORMATS[pattern], re.DOTALL)
 
 
+class FormatScore:
+    """1.0 when the whole text matches the compiled structure."""
+
+    def __init__(self, compiled: re.Pattern[str]) -> None:
+        self.compiled = compiled
+
+    def __call__(self, text: str, row: dict[str, Any]) -> float:
+        return 1.0 if self.compiled.fullmatch(text) else 0.0
+
+
 @register("format", roles=("format",))
 def build_format(
     pattern: Annotated[str | None, Param(f"a named structure: {', '.join(FORMATS)}")] = "number",
@@ -49,8 +79,9 @@ def build_format(
 ) -> RewardFunction:
     """1.0 when the whole completion has the required structure, else 0.0; never looks at correctness.
 
-    number: just a number; answer_tag: one non-empty ``<answer>...</answer>``, optionally after free text;
-    think_answer: ``<think>...</think>`` then one non-empty answer; code_block: exactly one fenced block.
+    number: just a number ("12", "-3.5", "1,000", "3/4", "50%"); answer_tag: one non-empty
+    ``<answer>...</answer>``, optionally after free text; think_answer: ``<think>...</think>`` then one
+    non-empty answer; code_block: exactly one fenced block.
 
     Resists: a correct block followed by junk, repeated blocks and an empty ``<answer></answer>``, which
     unanchored patterns pay for; the match here is anchored and DOTALL over the whole text. Format says
@@ -61,78 +92,23 @@ def build_format(
     ...                   "<answer>7</answer><answer>8</answer>"])
     [1.0, 0.0, 0.0, 0.0]
     """
-    compiled = _compile_format(pattern, regex)
-
-    def score(text: str, row: dict[str, Any]) -> float:
-        return 1.0 if compiled.fullmatch(text) else 0.0
-
-    return RewardFunction("format", score=score, doc=build_format.__doc__ or "")
+    return RewardFunction("format", score=FormatScore(_compile_format(pattern, regex)), doc=build_format.__doc__ or "")
 
 
-_CANDIDATE_LIST = re.compile(rf"{_NUMBER}(?:\s*(?:,|/|;|\bor\b|\band\b)\s*{_NUMBER})+\s*\.?\s*$")
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-_BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
+class ExactMatchScore:
+    """1.0 when the extracted answer equals the row's gold answer (see ``build_exact_match``)."""
 
+    def __init__(self, extract: str, regex: str | None, answer_column: str, numeric: bool, case_sensitive: bool):
+        self.extract, self.regex, self.answer_column = extract, regex, answer_column
+        self.numeric, self.case_sensitive = numeric, case_sensitive
 
-def extract_answer(text: str, mode: str = "answer_tag", regex: str | None = None) -> str | None:
-    """The answer a completion commits to, or None when it commits to none (or to several).
-
-    >>> extract_answer("so <answer> 12 </answer>")
-    '12'
-    >>> extract_answer("<answer>3</answer> no, <answer>4</answer>") is None  # two different answers
-    True
-    >>> extract_answer("It is 12.", "last_number"), extract_answer("maybe 11, 12 or 13", "last_number")
-    ('12', None)
-    """
-    if mode == "answer_tag":
-        answers = {answer.strip() for answer in _ANSWER_TAG.findall(text)}
-        return answers.pop() if len(answers) == 1 else None
-    if mode == "boxed":
-        answers = {answer.strip() for answer in _BOXED.findall(text)}
-        return answers.pop() if len(answers) == 1 else None
-    if mode == "last_number":
-        if _CANDIDATE_LIST.search(text.strip()):
-            return None
-        numbers = re.findall(_NUMBER, text)
-        return numbers[-1] if numbers else None
-    if mode == "regex":
-        matches = re.findall(regex or "", text, re.DOTALL)
-        if not matches:
-            return None
-        last = matches[-1]
-        return (last[0] if isinstance(last, tuple) else last).strip()
-    if mode == "whole":
-        return text.strip()
-    raise SkillError(f"Unknown extract mode {mode!r}.", "Send answer_tag, boxed, last_number, regex or whole.")
-
-
-def normalise_answer(answer: str, case_sensitive: bool = False) -> str:
-    """Collapse whitespace, drop a trailing period and thousands separators, fold case.
-
-    >>> normalise_answer("  1,000.  "), normalise_answer("Paris")
-    ('1000', 'paris')
-    """
-    text = " ".join(answer.split()).rstrip(".")
-    if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", text):
-        text = text.replace(",", "")
-    return text if case_sensitive else text.casefold()
-
-
-def answers_equal(given: str, gold: str, numeric: bool = True, case_sensitive: bool = False) -> bool:
-    """Equal after normalisation, or as numbers when both parse as numbers.
-
-    >>> answers_equal("12.0", "12"), answers_equal("twelve", "12")
-    (True, False)
-    """
-    a, b = normalise_answer(given, case_sensitive), normalise_answer(gold, case_sensitive)
-    if a == b:
-        return True
-    if numeric:
-        try:
-            return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(b)))
-        except ValueError:
-            return False
-    return False
+    def __call__(self, text: str, row: dict[str, Any]) -> float:
+        if self.answer_column not in row:
+            raise KeyError(f"dataset column {self.answer_column!r} missing")
+        answer = extract_answer(text, self.extract, self.regex)
+        if answer is None:
+            return 0.0
+        return 1.0 if answers_equal(answer, str(row[self.answer_column]), self.numeric, self.case_sensitive) else 0.0
 
 
 @register("exact_match", roles=("correctness",))
@@ -142,13 +118,15 @@ def build_exact_match(
     ] = "answer_tag",
     regex: Annotated[str | None, Param("for extract=regex: the answer is the last match (group 1 if any)")] = None,
     answer_column: Annotated[str, Param("dataset column holding the gold answer")] = "answer",
-    numeric: Annotated[bool, Param("compare as numbers when both sides parse as numbers")] = True,
+    numeric: Annotated[bool, Param("compare as numbers when both sides read as one number")] = True,
     case_sensitive: Annotated[bool, Param("compare case-sensitively")] = False,
 ) -> RewardFunction:
     """1.0 when the extracted answer equals the gold column after normalisation (numbers compared as numbers);
     0.0 otherwise, including no answer or a list of candidates.
 
     Normalisation collapses whitespace and drops a trailing period and thousands separators, then folds case.
+    A number is read as people write it: "$1,250 dollars" is 1250, "3/4" and "\\frac{3}{4}" are 0.75, "50%"
+    matches 50 or 0.5. ``last_number`` reads the final statement (after ``####`` when there is one).
 
     Resists: listing candidates. A trailing list like "11, 12 or 13", or several different tagged answers,
     extracts to nothing and scores 0.0 (a plain "last number" rule pays it when the gold is 13). Looser
@@ -156,93 +134,86 @@ def build_exact_match(
     pays a number copied from the prompt; prefer a tagged answer.
 
     >>> reward = build_exact_match(extract="last_number")
-    >>> reward([""] * 4, ["12", "It is 12.0", "11, 12 or 13", "no idea"], answer=["12"] * 4)
-    [1.0, 1.0, 0.0, 0.0]
+    >>> reward([""] * 5, ["12", "It is 12.0", "11, 12 or 13", "no idea", "The total is $1,200."],
+    ...        answer=["12", "12", "12", "12", "1200"])
+    [1.0, 1.0, 0.0, 0.0, 1.0]
     """
     if extract == "regex" and not regex:
         raise SkillError("extract='regex' needs a regex.", "Send params.regex, e.g. 'Answer: (.+)'.")
-    extract_answer("", extract, regex)  # refuse an unknown mode now, not inside training
-
-    def score(text: str, row: dict[str, Any]) -> float | None:
-        if answer_column not in row:
-            raise KeyError(f"dataset column {answer_column!r} missing")
-        answer = extract_answer(text, extract, regex)
-        if answer is None:
-            return 0.0
-        return 1.0 if answers_equal(answer, str(row[answer_column]), numeric, case_sensitive) else 0.0
-
+    if extract not in EXTRACT_MODES:  # refuse an unknown mode now, not inside training
+        raise SkillError(f"Unknown extract mode {extract!r}.", f"Send one of: {', '.join(EXTRACT_MODES)}.")
+    score = ExactMatchScore(extract, regex, answer_column, numeric, case_sensitive)
     reward = RewardFunction("exact_match", score=score, doc=build_exact_match.__doc__ or "")
-    reward.extract = lambda text: extract_answer(text, extract, regex)  # type: ignore[attr-defined]
+    reward.extract = partial(extract_answer, mode=extract, regex=regex)  # type: ignore[attr-defined]
     return reward
 
 
-_MATH_POOL: Any = None
+def _as_latex(answer: str) -> str:
+    """math-verify reads bare LaTeX ("\\{1,2\\}", "x^2+1") only between dollars; tagged answers come bare."""
+    delimited = any(mark in answer for mark in ("$", "\\(", "\\[", "\\boxed"))
+    return answer if delimited else f"${answer}$"
 
 
-def _math_verify_pair(gold: str, answer: str) -> bool:
-    """Runs in the worker process: math-verify with its signal-based timeouts off (we time out outside)."""
-    from math_verify import parse, verify
+def math_answer_correct(completion: str, gold: str, timeout_s: float = 5.0) -> bool:
+    """Whether the answer the completion commits to is the gold one.
 
-    return bool(verify(parse(gold, parsing_timeout=None), parse(answer, parsing_timeout=None), timeout_seconds=None))
+    The tagged answer (``<answer>``, ``\\boxed{}``, ``####``) when there is one, else the final statement.
+    A list of candidates never counts unless the gold is a list too, nor does a tagged answer longer than
+    ``MAX_ANSWER_CHARS``; two plain numbers are compared exactly here; anything else goes to math-verify
+    (TimeoutError past ``timeout_s`` of verification).
 
-
-def _math_pool() -> Any:
-    global _MATH_POOL
-    if _MATH_POOL is None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        _MATH_POOL = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        atexit.register(_restart_math_pool)  # stop the worker before interpreter teardown, not during it
-    return _MATH_POOL
-
-
-def _restart_math_pool() -> None:
-    global _MATH_POOL
-    if _MATH_POOL is not None:
-        for process in list(getattr(_MATH_POOL, "_processes", {}).values()):
-            process.kill()
-        _MATH_POOL.shutdown(wait=False, cancel_futures=True)
-        _MATH_POOL = None
-
-
-def math_equal(gold: str, answer: str, timeout_s: float = 5.0) -> bool:
-    """math-verify's equivalence (gold first), in a worker process killed past ``timeout_s``.
-
-    math-verify's own timeouts use signal.alarm, which fails off the main thread (the MCP server
-    and TRL's async rewards run there), so they are disabled and this limit replaces them.
-
-    >>> math_equal("$\\\\frac{1}{2}$", "0.5")
-    True
+    >>> math_answer_correct("<answer>18</answer>", "18"), math_answer_correct("It is 18.0", "18")
+    (True, True)
+    >>> math_answer_correct("Final answer: 18 or 19", "18"), math_answer_correct("\\\\boxed{\\\\sqrt{4}}", "2")
+    (False, True)
     """
-    from concurrent.futures import TimeoutError as FutureTimeout
+    gold = gold.rsplit("####", 1)[1].strip() if "####" in gold else gold.strip()
+    answer = committed_answer(completion)
+    if answer is None or not gold or (answer.tagged and len(answer.text) > MAX_ANSWER_CHARS):
+        return False
+    if lists_candidates(answer.text) and not lists_candidates(gold):
+        return False
+    mine, theirs = read_number(answer.text), read_number(gold)
+    if mine is not None and theirs is not None:
+        return numbers_equal(mine, theirs)
+    # An untagged completion goes whole: math-verify finds the final answer in prose better than a regex.
+    return math_equal(_as_latex(gold), _as_latex(answer.text) if answer.tagged else completion, timeout_s)
 
-    future = _math_pool().submit(_math_verify_pair, gold, answer)
-    try:
-        return future.result(timeout=timeout_s)
-    except FutureTimeout:
-        _restart_math_pool()
-        raise TimeoutError(f"math-verify took longer than {timeout_s} s") from None
+
+class MathScore:
+    """1.0 when ``math_answer_correct``; a timeout raises, so the item is a counted failure (None)."""
+
+    def __init__(self, answer_column: str, timeout_s: float) -> None:
+        self.answer_column, self.timeout_s = answer_column, timeout_s
+
+    def __call__(self, text: str, row: dict[str, Any]) -> float:
+        if self.answer_column not in row:
+            raise KeyError(f"dataset column {self.answer_column!r} missing")
+        return 1.0 if math_answer_correct(text, str(row[self.answer_column]), self.timeout_s) else 0.0
 
 
 @register("math", roles=("correctness",))
 def build_math(
     answer_column: Annotated[str, Param("dataset column holding the gold answer")] = "answer",
-    timeout_s: Annotated[float, Param("seconds per comparison; past it the completion scores None")] = 5.0,
+    timeout_s: Annotated[
+        float, Param("seconds of verification per comparison (not the worker's start); past it the item is None")
+    ] = 5.0,
 ) -> RewardFunction:
-    """1.0 when math-verify finds the completion's final answer equivalent to the gold answer, else 0.0.
+    """1.0 when the completion's committed answer is equivalent to the gold answer (math-verify), else 0.0.
 
-    Resists: hanging the trainer. math-verify's own timeouts use ``signal.alarm``, which fails off the main
-    thread (the MCP server, threaded rewards); here they are off and a worker process is killed past
-    ``timeout_s``. A timeout is a failure (None, counted in failure_rate), not a zero.
+    The committed answer is the tagged one when there is one (``<answer>``, ``\\boxed{}``, GSM8K's ``####``;
+    several different tagged answers earn nothing), else the final statement. Plain numbers are compared
+    exactly in-process ("18.0", "$1,250", "3/4"); expressions go to math-verify.
 
-    >>> completions = ["so the answer is $\\\\boxed{\\\\frac{1}{2}}$", "$\\\\boxed{3}$"]
-    >>> build_math()(["", ""], completions, answer=["0.5", "0.5"])
-    [1.0, 0.0]
+    Resists: listing candidates ("17, 18 or 19", "\\boxed{17} or \\boxed{18}") scores 0.0 unless the gold is
+    itself a list. Hanging the trainer: math-verify's own timeouts use ``signal.alarm``, which fails off the
+    main thread, so they are off and a warm worker process is killed past ``timeout_s`` of verification (a
+    timeout is a failure, None, counted in failure_rate, not a zero; only that worker is replaced).
+
+    >>> completions = ["so the answer is $\\\\boxed{\\\\frac{1}{2}}$", "$\\\\boxed{3}$", "<answer>0.5</answer>"]
+    >>> build_math()(["", "", ""], completions, answer=["0.5", "0.5", "$\\\\frac{1}{2}$"])
+    [1.0, 0.0, 1.0]
     """
-
-    def score(text: str, row: dict[str, Any]) -> float:
-        gold = str(row[answer_column])
-        return 1.0 if math_equal(gold, text, timeout_s) else 0.0
-
-    return RewardFunction("math", score=score, doc=build_math.__doc__ or "")
+    if timeout_s <= 0:
+        raise SkillError(f"math timeout_s must be positive, got {timeout_s}.", "Send seconds, e.g. 5.0.")
+    return RewardFunction("math", score=MathScore(answer_column, timeout_s), doc=build_math.__doc__ or "")

@@ -2,7 +2,9 @@
 
 Owns: ``jobs`` (run_grpo, run_status, run_logs, cancel_run, list_runs), ``checks`` (the preflight: gate,
 route, memory, data), ``processes`` (local torchrun command lines), ``worker`` (the training process),
-``store`` (run directories and records), ``health`` and ``series`` (warnings from live metrics),
-``evaluation`` (held-out pass@1) and ``plots``. May import the capabilities (``inspection``, ``routing``,
+``store`` (run directories and records), ``health`` (warnings from live metrics, most likely cause first) with
+its checks ``reward_checks`` and ``dynamics_checks``, ``health_warning`` and ``series`` (noise-aware window
+statistics), ``labelled_series`` (the labelled runs that validate the checks), ``evaluation`` (held-out pass@1)
+and ``plots``. May import the capabilities (``inspection``, ``routing``,
 ``recipe``) and every building block below them; never ``demo``.
 """

@@ -15,7 +15,7 @@ from typing import Any
 from skill import data
 from skill.errors import SkillError
 from skill.memory.estimate import estimate_memory
-from skill.models.sources import resolve_model_path
+from skill.models.sources import resolve_tokenizer_path
 from skill.recipe.schema import GRPORecipe
 from skill.routing.route import load_route
 
@@ -59,7 +59,7 @@ def filter_long_prompts(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> tuple
     """Drop prompts longer than the recipe's token budget; returns the kept rows and how many were dropped."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(recipe.model.name))
+    tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer_path(recipe.model.name))
     budget = recipe.dataset.max_prompt_tokens
     counts = data.prompt_token_counts(tokenizer, [row["prompt"] for row in rows])  # as TRL tokenizes prompts
     kept = [row for row, count in zip(rows, counts, strict=True) if count <= budget]

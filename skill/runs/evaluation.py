@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from skill.rewards.base import call_reward
 from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec
 from skill.sampling import Progress, SamplingSettings, sample_completions
@@ -63,6 +64,6 @@ def evaluate_pass_at_1(
     for group in groups:
         row = rows[group.prompt_index]
         columns = {key: [value] * len(group.completions) for key, value in row.items() if key != "prompt"}
-        scores = function([group.prompt] * len(group.completions), group.completions, **columns)
+        scores = call_reward(function, [group.prompt] * len(group.completions), group.completions, **columns)
         per_prompt.append(sum(1.0 for score in scores if score is not None and score >= 1.0) / len(scores))
     return summarise(per_prompt, model, samples_per_prompt)

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from skill.errors import SkillError
 from skill.inspection.gate import open_gate
 from skill.recipe.schema import GRPORecipe
+from skill.recipe.validation import validate_recipe
 from skill.runs import checks
-from skill.runs.health import diagnose
+from skill.runs.health import diagnose, headline, shape_of
 from skill.runs.processes import check_local_processes, local_command, processes_of
 from skill.runs.store import (
     FINAL_STATES,
@@ -32,6 +33,7 @@ from skill.runs.store import (
     read_record,
     run_dir,
     runs_root,
+    start_lock,
     tail,
     validate_run_id,
     write_record,
@@ -47,7 +49,7 @@ _CHILDREN: dict[str, subprocess.Popen] = {}
 class RunRequest(BaseModel):
     """Start (or resume) a GRPO run of a recipe on this machine."""
 
-    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
     recipe: GRPORecipe | None = Field(default=None, description="The recipe (emit_grpo_config's output).")
     run_id: str | None = Field(default=None, description="A name for the run (default: generated).")
@@ -74,10 +76,20 @@ class RunStatus(BaseModel):
     eta_seconds: float | None = None
     seconds_per_step: float | None = None
     last_metrics: list[dict[str, Any]] = Field(default_factory=list)
-    health: list[dict[str, Any]] = Field(default_factory=list, description="Warnings with suggested variants.")
+    health: list[dict[str, Any]] = Field(
+        default_factory=list, description="Warnings with suggested variants, the most likely cause first."
+    )
+    health_summary: str | None = Field(
+        default=None, description="The single most likely cause and what to change; None while the run looks healthy."
+    )
     reason: str | None = None
     exit_code: int | None = None
     signal: int | None = None
+    resume: str | None = Field(
+        default=None,
+        description="How the last resume went: from which checkpoint, or that there was none and the run started "
+        "over from step 0 (the killed attempt's metrics and completions dropped).",
+    )
     reward_review: str | None = Field(
         default=None,
         description="How the rewards were reviewed: 'reviewed: ...', or 'reward not reviewed: ...' when they were "
@@ -106,7 +118,8 @@ def _refresh(directory: Path) -> RunRecord:
     if child is not None and child.poll() is not None:
         _CHILDREN.pop(record.run_id, None)
         record = read_record(directory)
-        if record.state not in FINAL_STATES:
+        # Only the attempt this process started: a run resumed since (by any server) has another pid and is left be.
+        if record.state not in FINAL_STATES and record.pid == child.pid:
             code = child.returncode
             record.state = "failed"
             record.exit_code, record.signal = (None, -code) if code < 0 else (code, None)
@@ -137,10 +150,13 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
     if len(metrics) >= 2:
         per_step = (metrics[-1]["time"] - metrics[0]["time"]) / max(1, metrics[-1]["step"] - metrics[0]["step"])
     eta = per_step * (record.max_steps - step) if per_step and record.max_steps and record.state == "running" else None
-    health: list[dict[str, Any]] = []
+    warnings = []
     if metrics:
         recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
-        health = [w.model_dump() for w in diagnose(metrics, recipe.rewards, recipe.trl.get("max_completion_length"))]
+        shape = shape_of(recipe.trl, recipe.launch.training_processes, recipe.evaluation)
+        trl = recipe.trl
+        warnings = diagnose(metrics, recipe.rewards, trl.get("max_completion_length"), shape, trl.get("max_steps"))
+    health = [w.model_dump() for w in warnings]
     paths = {
         name: str(directory / name)
         for name in (
@@ -162,18 +178,29 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         seconds_per_step=per_step,
         last_metrics=metrics[-points:],
         health=health,
+        health_summary=headline(warnings),
         reason=record.reason,
         exit_code=record.exit_code,
         signal=record.signal,
         reward_review=record.review,
+        resume=record.resume_note,
         paths=paths,
     )
 
 
 def _live_runs() -> list[str]:
+    """The runs holding a slot of the cap; called under the start lock only."""
     live = []
     for directory in runs_root().iterdir():
-        if (directory / "run.json").is_file() and _refresh(directory).state in ("starting", "running"):
+        if not (directory / "run.json").is_file():
+            continue
+        record = _refresh(directory)
+        if record.state == "starting" and record.pid is None:
+            # Under the start lock nobody is between preparing and spawning: a server died there.
+            record.state, record.ended_at = "failed", time.time()
+            record.reason = "the server stopped before it started the training process; start the run again"
+            write_record(directory, record)
+        elif record.state in ("starting", "running"):
             live.append(directory.name)
     return live
 
@@ -204,6 +231,7 @@ def _spawn(directory: Path, resume: bool, processes: int = 1) -> RunRecord:
 def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     """Every check, then the run directory, built aside and renamed into place: never half-written."""
 
+    validate_recipe(recipe)  # as strictly as emit_grpo_config: a hand-edited recipe is refused here, not in training
     gate = open_gate(recipe.rewards, recipe.trl)  # never overridable
     if request.force and not request.force_reason.strip():
         raise SkillError(
@@ -265,13 +293,37 @@ def run_grpo(request: RunRequest) -> RunStatus:
     prompt lengths. A cap on concurrent runs (GRPO_RLVR_MAX_RUNS, default 1) refuses with the running ones.
     ``processes`` > 1 (CPU recipes) trains with that many local processes under torchrun (gloo).
     """
-    live = _live_runs()
-    limit = int(os.environ.get(MAX_RUNS_ENV, "1"))
-    if len(live) >= limit:
+    limit = max_runs()
+    with start_lock():  # the cap is checked and taken in one step, across threads and server processes
+        live = _live_runs()
+        if len(live) >= limit:
+            raise SkillError(
+                f"{len(live)} run(s) already running ({', '.join(live)}); the limit is {limit}.",
+                f"Wait for or cancel one (cancel_run), or raise {MAX_RUNS_ENV}.",
+            )
+        return _start(request)
+
+
+def max_runs() -> int:
+    """The cap on concurrent runs from GRPO_RLVR_MAX_RUNS (default 1; 0 refuses every run).
+
+    >>> max_runs() >= 0
+    True
+    """
+    text = os.environ.get(MAX_RUNS_ENV, "1")
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = -1
+    if limit < 0:
         raise SkillError(
-            f"{len(live)} run(s) already running ({', '.join(live)}); the limit is {limit}.",
-            f"Wait for or cancel one (cancel_run), or raise {MAX_RUNS_ENV}.",
+            f"{MAX_RUNS_ENV}={text!r} is not a whole number >= 0.", f"Set {MAX_RUNS_ENV} to 1 or more (0: no runs)."
         )
+    return limit
+
+
+def _start(request: RunRequest) -> RunStatus:
+    """A resumed or new run, spawned; under the start lock."""
     if request.resume_run_id:
         directory = run_dir(request.resume_run_id)
         record = _refresh(directory)
@@ -284,13 +336,10 @@ def run_grpo(request: RunRequest) -> RunStatus:
                 "Send processes=1 (the default) to resume with the recorded count.",
             )
         _gate_resume(directory, record)
-        record.state, record.reason, record.exit_code, record.signal, record.ended_at = (
-            "running",
-            None,
-            None,
-            None,
-            None,
-        )
+        # "starting" with no pid until the spawn: a concurrent status call must not see the old, dead pid as "running"
+        # and mark the run failed between this write and the spawn's.
+        record.state, record.pid, record.process_start_ticks = "starting", None, None
+        record.reason = record.exit_code = record.signal = record.ended_at = record.resume_note = None
         write_record(directory, record)
         _spawn(directory, resume=True, processes=processes)
         return _status(directory)

@@ -2,8 +2,12 @@
 
 A trend is the difference between the means of the first and last k points (k = max(3, n // 4)); it
 counts only when it beats both an absolute floor and the noise (the windows' standard error,
-estimated from the spread of step-to-step differences). Imports nothing from the project but the
-reward spec.
+estimated from the spread of step-to-step differences). Where the run's batch shape is known
+(BatchShape: completions behind one logged point, the group size, the held-out sample) the noise is
+never taken below what that many samples allow: a [0, 1] mean over n completions has a standard
+error of at least sqrt(m (1 - m) / n) (prompt difficulty only adds to it), and a fraction of g groups
+sqrt(f (1 - f) / g). A short series' empirical spread can be luckily small; the sample size cannot.
+Imports nothing from the project but the reward spec.
 """
 
 from __future__ import annotations
@@ -24,6 +28,49 @@ MIN_WINDOW = 3
 NOISE_Z = 2.0
 # A reward "rises" only by at least this much (on a [0, 1] reward): smaller moves are not progress.
 REWARD_RISE_ABS = 0.05
+
+
+class BatchShape(NamedTuple):
+    """How many samples stand behind one logged point, which is what sets the noise of every statistic.
+
+    >>> shape = BatchShape.from_trl({"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2})
+    >>> shape.completions, shape.group_size, shape.groups
+    (16, 8, 2)
+    """
+
+    completions: int  # completions averaged into one logged training point
+    group_size: int  # num_generations: completions per prompt group
+    eval_prompts: int = 0  # held-out prompts scored at each evaluation (0: no evaluation during training)
+    eval_generations: int = 0  # completions per held-out prompt
+
+    @property
+    def groups(self) -> int:
+        return max(1, self.completions // max(1, self.group_size))
+
+    @classmethod
+    def from_trl(
+        cls, trl: dict[str, Any], world_size: int = 1, eval_prompts: int = 0, eval_generations: int = 0
+    ) -> BatchShape:
+        """From GRPOConfig kwargs (TRL's defaults where unset): TRL averages every metric over one optimizer step
+        (per device batch x accumulation x processes completions) and then over ``logging_steps`` steps."""
+        per_step = int(trl.get("per_device_train_batch_size") or 8) * int(trl.get("gradient_accumulation_steps") or 1)
+        completions = per_step * max(1, world_size) * int(trl.get("logging_steps") or 1)
+        return cls(completions, int(trl.get("num_generations") or 8), eval_prompts, eval_generations)
+
+
+def proportion_se(p: float, n: float) -> float:
+    """Standard error of a proportion ``p`` (or a [0, 1] mean) over ``n`` independent samples.
+
+    >>> round(proportion_se(0.5, 16), 3), proportion_se(1.2, 4)
+    (0.125, 0.0)
+    """
+    p = min(max(p, 0.0), 1.0)
+    return math.sqrt(p * (1 - p) / max(n, 1.0))
+
+
+def steps_of(metrics: list[dict[str, Any]], key: str) -> list[tuple[int, float]]:
+    """(step, value) of every finite point of ``key``, in order (held-out rows carry their own steps)."""
+    return [(int(point.get("step") or 0), v) for point in metrics if (v := finite(point.get(key))) is not None]
 
 
 class Trend(NamedTuple):
@@ -70,12 +117,17 @@ def first_last_means(metrics: list[dict[str, Any]], key: str, k: int | None = No
     return None if trend is None else (trend.first, trend.last)
 
 
-def trend_of(metrics: list[dict[str, Any]], key: str, k: int | None = None) -> Trend | None:
+def trend_of(metrics: list[dict[str, Any]], key: str, k: int | None = None, samples: int | None = None) -> Trend | None:
+    """First/last window trend of ``key``; with ``samples`` (completions behind one point of a [0, 1] mean) the
+    per-point noise is at least the binomial one."""
     values = finite_values(metrics, key)
     if len(values) < MIN_TREND_POINTS:
         return None
     k = min(k or window_size(len(values)), len(values) // 2)
-    se = point_noise(values) * math.sqrt(2 / k)
+    noise = point_noise(values)
+    if samples:
+        noise = max(noise, proportion_se(statistics.fmean(values), samples))
+    se = noise * math.sqrt(2 / k)
     return Trend(statistics.fmean(values[:k]), statistics.fmean(values[-k:]), se)
 
 

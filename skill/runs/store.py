@@ -8,9 +8,12 @@ liveness is the pid *and* the process start time, since pids are reused.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,6 +46,7 @@ class RunRecord(BaseModel):
     review: str | None = Field(default=None, description="Who reviewed the inspection, and how.")
     checks: list[str] = Field(default_factory=list, description="What the preflight checked and decided.")
     command: list[str] = Field(default_factory=list)
+    resume_note: str | None = Field(default=None, description="How the last resume went (the worker says).")
 
 
 def validate_run_id(run_id: str) -> str:
@@ -64,6 +68,27 @@ def run_dir(run_id: str) -> Path:
     if not (path / "run.json").is_file():
         raise SkillError(f"No run {run_id!r} under {runs_root()}.", "Send an id from list_runs.")
     return path
+
+
+START_LOCK = ".start.lock"
+
+
+@contextlib.contextmanager
+def start_lock() -> Iterator[None]:
+    """Hold the runs directory's start lock: one run start at a time, across the threads of one server and across
+    server processes sharing a state root (an exclusive ``flock`` on a file there), so the run cap is checked and
+    taken as one step.
+
+    >>> with start_lock():
+    ...     (runs_root() / START_LOCK).is_file()
+    True
+    """
+    with (runs_root() / START_LOCK).open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # each open() is its own lock owner, so threads exclude too
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def read_record(directory: Path) -> RunRecord:
@@ -119,6 +144,24 @@ def append_jsonl(path: Path, *rows: dict[str, Any]) -> None:
         handle.write("".join(json.dumps(row, default=str) + "\n" for row in rows))
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def keep_steps_up_to(path: Path, step: int) -> int:
+    """Rewrite a JSONL file of step rows keeping those at or before ``step`` (0 keeps none), atomically; returns how
+    many rows were dropped. A resumed run retrains the steps after its checkpoint: their old rows must go.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+    >>> append_jsonl(path, {"step": 1}, {"step": 2}, {"step": 3})
+    >>> keep_steps_up_to(path, 2), [row["step"] for row in read_jsonl(path)]
+    (1, [1, 2])
+    """
+    if not path.is_file():
+        return 0
+    rows = read_jsonl(path)
+    kept = [row for row in rows if isinstance(row.get("step"), int) and row["step"] <= step]
+    write_atomically(path, "".join(json.dumps(row, default=str) + "\n" for row in kept))
+    return len(rows) - len(kept)
 
 
 def tail(path: Path, lines: int) -> list[str]:

@@ -37,7 +37,7 @@ from skill.recipe.schema import GRPORecipe
 from skill.recipe.trl_contract import build_grpo_config
 from skill.rewards.registry import build_reward_functions
 from skill.runs.plots import plot_reward_curve
-from skill.runs.store import append_jsonl, read_jsonl, read_record, write_record
+from skill.runs.store import append_jsonl, keep_steps_up_to, read_jsonl, read_record, write_record
 from skill.runs.vllm_cpu import install_cpu_weight_sync, write_engine_settings
 
 KEEP_CHECKPOINTS = 2
@@ -99,6 +99,20 @@ def latest_checkpoint(directory: Path) -> Path | None:
     return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
+def evaluation_line(step: int, logs: dict[str, Any]) -> str:
+    """The progress line of one held-out evaluation.
+
+    >>> evaluation_line(5, {"eval_reward": 0.5, "eval_rewards/exact_match/mean": 0.25})
+    'held-out eval at step 5: reward=0.500 exact_match=0.250'
+    """
+    scores = " ".join(
+        f"{k.split('/')[1]}={v:.3f}"
+        for k, v in logs.items()
+        if k.startswith("eval_rewards/") and k.endswith("/mean") and isinstance(v, int | float)
+    )
+    return f"held-out eval at step {step}: reward={logs.get('eval_reward', float('nan')):.3f} {scores}".rstrip()
+
+
 def _make_callback(run_dir: Path, max_steps: int):
     from transformers import TrainerCallback
 
@@ -108,8 +122,21 @@ def _make_callback(run_dir: Path, max_steps: int):
         def __init__(self) -> None:
             self.trainer: Any = None
             self.started = time.time()
+            # A resume re-runs eval_on_start at a step already evaluated before the kill: keep one row per step.
+            self.evaluated = {row["step"] for row in read_jsonl(run_dir / "metrics.jsonl") if "eval_loss" in row}
+
+        def log_evaluation(self, step: int, logs: dict[str, Any]) -> None:
+            """TRL's held-out evaluation (eval_* keys) as its own row of metrics.jsonl, and one progress line."""
+            if step in self.evaluated:
+                return
+            self.evaluated.add(step)
+            append_jsonl(run_dir / "metrics.jsonl", {"step": step, "time": time.time(), **logs})
+            print(evaluation_line(step, logs), flush=True)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "eval_loss" in logs and state.is_world_process_zero:
+                self.log_evaluation(state.global_step, logs)
+                return
             if not logs or "loss" not in logs or not state.is_world_process_zero:
                 return
             row = {"step": state.global_step, "time": time.time(), **logs}
@@ -142,6 +169,45 @@ def _make_callback(run_dir: Path, max_steps: int):
             )
 
     return RunLogger()
+
+
+def trim_to_checkpoint(run_dir: Path, checkpoint: Path | None) -> str:
+    """Make a resume exact: drop the metrics and completions of the steps the resumed run trains again (those
+    after the checkpoint; all of them when there is none and training starts over), and say so in run.json and
+    the log. Returns the note.
+
+    >>> import tempfile
+    >>> from skill.runs.store import RunRecord, append_jsonl
+    >>> run = Path(tempfile.mkdtemp())
+    >>> write_record(run, RunRecord(run_id="r"))
+    >>> append_jsonl(run / "metrics.jsonl", {"step": 1}, {"step": 2})
+    >>> note = trim_to_checkpoint(run, None)  # doctest: +ELLIPSIS
+    resume: no checkpoint: started over from step 0; the killed attempt's 2 metric row(s) and 0 completion row(s) ...
+    >>> read_jsonl(run / "metrics.jsonl"), read_record(run).resume_note == note
+    ([], True)
+    """
+    step = int(checkpoint.name.split("-")[1]) if checkpoint is not None else 0
+    dropped = {name: keep_steps_up_to(run_dir / name, step) for name in ("metrics.jsonl", "completions.jsonl")}
+    gone = f"{dropped['metrics.jsonl']} metric row(s) and {dropped['completions.jsonl']} completion row(s)"
+    if checkpoint is None:
+        note = f"no checkpoint: started over from step 0; the killed attempt's {gone} were dropped"
+    else:
+        note = f"resumed from {checkpoint.name} (step {step}); {gone} after it were dropped"
+    record = read_record(run_dir)
+    record.resumed_from_step, record.resume_note = step, note
+    record.checks.append(f"Resume: {note}.")
+    write_record(run_dir, record)
+    print(f"resume: {note}", flush=True)
+    return note
+
+
+def heldout_sample(run_dir: Path, recipe: GRPORecipe) -> list[dict[str, Any]]:
+    """The fixed held-out sample the run evaluates on: the first ``evaluation.prompts`` rows of heldout.jsonl (the
+    split is already shuffled by the seed); [] when the recipe plans no evaluation or nothing was held out."""
+    plan = recipe.evaluation
+    if plan is None or not plan.every_steps:
+        return []
+    return read_jsonl(run_dir / "heldout.jsonl")[: plan.prompts]
 
 
 def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -> str:
@@ -205,7 +271,6 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    record = read_record(run_dir)
     writer = rank() == 0
     stamp_reward_review(run_dir, recipe, writer)
     rows = read_jsonl(run_dir / "train.jsonl")
@@ -218,21 +283,21 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     )
     # Under torchrun the world is the processes actually launched, not the recipe's target layout.
     world_size = int(os.environ.get("WORLD_SIZE", recipe.launch.training_processes))
+    evaluation_rows = heldout_sample(run_dir, recipe)
+    if evaluation_rows:  # TRL scores them with the run's rewards every evaluation.every_steps (and before step 1)
+        kwargs.update(recipe.evaluation.grpo_kwargs(kwargs, world_size))
     config, _ = build_grpo_config(kwargs, str(run_dir / "checkpoints"), on_target=True, target_world_size=world_size)
     checkpoint = latest_checkpoint(run_dir / "checkpoints") if resume else None
-    if checkpoint is not None and writer:
-        step = int(checkpoint.name.split("-")[1])
-        kept = [row for row in read_jsonl(run_dir / "metrics.jsonl") if row.get("step", 0) <= step]
-        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in kept))
-        record.resumed_from_step = step
-        write_record(run_dir, record)
-        print(f"resuming from {checkpoint.name}", flush=True)
+    if resume and writer:
+        trim_to_checkpoint(run_dir, checkpoint)
     callback = _make_callback(run_dir, max_steps)
     trainer = GRPOTrainer(
         model=resolve_model_path(recipe.model.name),
-        reward_funcs=build_reward_functions(recipe.rewards),
+        # the dataset's columns: a user reward requiring one the data lacks is refused now, not NaN every step
+        reward_funcs=build_reward_functions(recipe.rewards, columns=set(rows[0]) if rows else None),
         args=config,
         train_dataset=Dataset.from_list(rows),
+        eval_dataset=Dataset.from_list(evaluation_rows) if evaluation_rows else None,
         peft_config=recipe.peft.to_peft_config() if recipe.peft else None,
         callbacks=[callback],
     )
@@ -255,7 +320,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         merged = trainer.model.merge_and_unload()
         merged.save_pretrained(str(run_dir / "final-merged"))
         trainer.processing_class.save_pretrained(str(run_dir / "final-merged"))
-    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    metrics = [row for row in read_jsonl(run_dir / "metrics.jsonl") if "eval_loss" not in row]
     (final / "README.md").write_text(model_card(recipe, read_record(run_dir), metrics))
     plot_reward_curve(run_dir)
 

@@ -1,12 +1,21 @@
-"""The harness that runs inside the sandbox for the ``unit_tests`` reward (standard library only).
+"""The harness programs that run inside the sandbox for the ``unit_tests`` reward (standard library only).
 
 The parent prepends PAYLOAD (code, inputs, marker, limits). Results go, one marked JSON line each, to a
 copy of stdout taken before any candidate code runs; the candidate's own stdout goes to a pipe per case
-(stdio) or to /dev/null (calls). Kept as text: it is executed by the sandbox's interpreter, never imported.
+(stdio) or to /dev/null (calls). Kept as text: executed by the sandbox's interpreter, never imported.
+
+Two programs, so that nothing the tests define ever runs beside the candidate:
+
+- ``HARNESS`` runs the candidate. For call tests it evaluates only the candidate's parts of each test
+  (``f(x)``, not ``near(f(x), 2.0)``; see ``cases.candidate_parts``) and reports their plain values. A
+  candidate that forges these reports can only claim values, which is no better than returning them.
+  Its first record, written before any candidate code runs, says whether the tests' setup ran.
+- ``CHECKER`` never sees candidate code: it runs the tests' setup (imports, helpers, constants) and
+  evaluates the rest of each test on those plain values, rebuilt from JSON.
 """
 
-HARNESS = r"""
-import json, os, selectors, signal, sys, time, traceback
+SETUP = r"""
+import builtins, json, os, selectors, signal, sys, time, traceback
 _dumps, _write, _P = json.dumps, os.write, json.loads(PAYLOAD)
 del PAYLOAD
 _OUT, _NULL = os.dup(1), os.open(os.devnull, os.O_RDWR)
@@ -44,6 +53,27 @@ def _enc(v, depth=0):  # exact plain types only; containers tagged so the parent
         return {"bytes": v.hex()}
     raise TypeError(f"a {t.__name__} is not a plain value")
 
+signal.signal(signal.SIGALRM, _alarm)
+# The tests' own namespace: a copy of the builtins, the standard modules they use, their own imports,
+# helpers and constants. The first record says whether that setup ran (written before any candidate code).
+_T, _setup_error = {"__name__": "tests", "__builtins__": dict(vars(builtins))}, None
+if "setup" in _P:
+    for _m in _P["modules"]:
+        try:
+            _T[_m] = __import__(_m)
+        except BaseException:
+            pass
+    try:
+        _timed(lambda: exec(compile(_P["setup"], "<tests>", "exec"), _T))
+    except BaseException as e:
+        _setup_error = f"{type(e).__name__}: {e}"[:300]
+_emit({"setup": _setup_error})
+"""
+"""Shared by both programs: the output channel, the time limit, plain-value encoding, and the tests' own
+namespace with its setup (the first record says whether it ran; written before any candidate code)."""
+
+HARNESS = SETUP + r"""if _setup_error is not None:
+    os._exit(0)
 def _program(code, text, pipe):  # in a forked child: the candidate as __main__, text on stdin, stdout to pipe
     os.dup2(pipe, 1)
     os.close(pipe), os.close(_OUT), signal.signal(signal.SIGALRM, signal.SIG_DFL)
@@ -105,8 +135,7 @@ def _quiet(fn, *args):
     except OSError:
         return None
 
-signal.signal(signal.SIGALRM, _alarm)
-_G = {"__name__": "solution", "__builtins__": __builtins__}
+_G = {"__name__": "solution", "__builtins__": builtins}
 try:
     _code = _timed(lambda: compile(_P["code"], "main.py", "exec"))
     if "inputs" not in _P:
@@ -114,14 +143,47 @@ try:
 except BaseException as e:
     _code = None
     traceback.print_exception(e)
+for _n in _P.get("names", ()):
+    if _n in _G:
+        _T[_n] = _G[_n]
 for _i, _t in enumerate(_P.get("inputs") or _P["tests"]):
     try:
         if "inputs" in _P:
             _case(_code, _i, _t) if _code is not None else _emit({"i": _i, "exit": 1, "stdout": ""})
-        elif "call" in _t:
-            _emit({"i": _i, "value": _timed(lambda: _enc(eval(compile(_t["call"], "<test>", "eval"), _G)))})
+        elif "stmt" in _t:  # allow_unconverted_asserts: the test runs here and grades itself (hackable)
+            _emit({"i": _i, "value": _timed(lambda: exec(compile(_t["stmt"], "<test>", "exec"), _T)) or True})
         else:
-            _emit({"i": _i, "value": _timed(lambda: exec(compile(_t["stmt"], "<test>", "exec"), _G)) or True})
+            _parts = [compile(p, "<test>", "eval") for p in _t["parts"]]
+            _emit({"i": _i, "values": _timed(lambda: [_enc(eval(p, _T)) for p in _parts])})
+    except BaseException as e:
+        _emit({"i": _i, "error": type(e).__name__})
+os._exit(0)
+"""
+
+CHECKER = SETUP + r"""if _setup_error is not None:
+    os._exit(0)
+def _dec(v, hashable=False):  # a reported plain value rebuilt: set elements and dict keys hashable
+    if type(v) is list:
+        if hashable:
+            raise TypeError("a list is not hashable")
+        return [_dec(x) for x in v]
+    if type(v) is not dict:
+        return v
+    ((tag, inner),) = v.items()
+    if tag == "tuple":
+        return tuple(_dec(x, hashable) for x in inner)
+    if tag == "set":
+        return (frozenset if hashable else set)(_dec(x, True) for x in inner)
+    if tag == "dict" and not hashable:
+        return {_dec(k, True): _dec(x) for k, x in inner}
+    if tag == "bytes":
+        return bytes.fromhex(inner)
+    raise TypeError(f"cannot rebuild {tag}")
+
+for _i, _t in enumerate(_P["checks"]):
+    try:
+        _T["__values__"] = _timed(lambda: [_dec(v) for v in _t["values"]])
+        _emit({"i": _i, "value": _timed(lambda: _enc(eval(compile(_t["expr"], "<test>", "eval"), _T)))})
     except BaseException as e:
         _emit({"i": _i, "error": type(e).__name__})
 os._exit(0)

@@ -4,17 +4,23 @@ Layers, strongest first (``skill.rewards.code.sandbox.sandbox_isolation`` says w
 
 - ``bubblewrap``: ``setpriv`` drops to a per-slot uid (61000 + slot), then ``bwrap`` unshares every
   namespace: no network, a private pid space (the program is pid 1, so it can see or signal no other
-  process), a read-only ``/usr``, a size-capped private ``/tmp`` and work dir, an empty environment.
+  process), a read-only ``/usr``, an empty environment. The only writable mounts are size-capped tmpfs
+  (``/tmp``, the work dir and ``/dev/shm``, each ``fsize`` bytes: 16 MiB); bubblewrap's own tmpfs root
+  and its ``/dev`` are remounted read-only (unsized, a single completion wrote 1.28 GB to them before).
   ``setpriv`` comes first because root's rlimits do not bind: the kernel never enforces
   RLIMIT_NPROC on uid 0, so a fork bomb is only contained once the uid is dropped (the reverse order,
   setpriv inside bwrap, fails with EINVAL: the uid is not mapped in bwrap's user namespace).
 - ``setpriv-unshare``: no bubblewrap: dropped uid plus ``unshare -rn`` (no network). The filesystem
   is *not* private: the program can read whatever that uid can read.
 - ``setpriv``: dropped uid only (no user namespaces).
+
+Under both ``setpriv`` levels the files the slot's uid left in ``/tmp``, ``/dev/shm`` and ``/var/tmp`` are
+deleted after each run (``remove_files_of_uid``), so none outlives it.
 - ``rlimits``: not root or no setpriv: resource limits only.
 
 Every layer sets rlimits through ``prlimit`` before exec (CPU seconds, address space, file size, open
-files, processes). Under a dropped uid every process of that uid can be killed afterwards, since the
+files, processes); ``skill.rewards.code.cgroup`` adds a memory cgroup over the whole run where it can.
+Under a dropped uid every process of that uid can be killed afterwards, since the
 slot's uid belongs to one run alone (slots are taken with a file lock, so parallel test workers never
 share one).
 
@@ -62,6 +68,12 @@ def _bwrap_flags() -> frozenset[str]:
     return frozenset(re.findall(r"--[a-z][a-z0-9-]*", help_text))
 
 
+def bwrap_sizes_mounts() -> bool:
+    """Whether this bubblewrap caps its tmpfs mounts (``--size``, bubblewrap >= 0.8.0); without it the
+    writable mounts are bounded only by the memory cgroup, or by nothing but the host's memory."""
+    return "--size" in _bwrap_flags()
+
+
 def _bwrap_args(size: str) -> list[str]:
     flags = _bwrap_flags()
     args = ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--as-pid-1", "--clearenv"]
@@ -73,7 +85,8 @@ def _bwrap_args(size: str) -> list[str]:
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     sized = ["--size", size] if "--size" in flags else []
-    mounts = ["--proc", "/proc", "--dev", "/dev", *sized, "--tmpfs", "/tmp", *sized, "--tmpfs", WORKDIR]
+    mounts = ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", *sized, "--tmpfs", "/dev/shm"]
+    mounts += [*sized, "--tmpfs", "/tmp", *sized, "--tmpfs", WORKDIR, "--remount-ro", "/"]
     return [*args, *mounts, "--chdir", WORKDIR]
 
 
@@ -131,6 +144,37 @@ def pids_of_uid(uid: int) -> list[int]:
         if needle in status and b"\nState:\tZ" not in status:
             found.append(int(name))
     return found
+
+
+SHARED_TEMP_DIRS = ("/tmp", "/dev/shm", "/var/tmp")
+
+
+def remove_files_of_uid(uid: int, roots: tuple[str, ...] = SHARED_TEMP_DIRS) -> int:
+    """Delete what ``uid`` (a slot's, after its run) left in the shared temporary directories, so that no
+    file of one run outlives it under the fallback levels (bubblewrap's are private tmpfs). Only directories
+    others may write to, or the uid's own, can hold its files: others are not descended. Returns the count.
+
+    >>> remove_files_of_uid(2**31 - 2, roots=(tempfile.gettempdir(),))
+    0
+    """
+    removed = 0
+    pending = list(roots)
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid == uid:
+                    shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+                    removed += 1
+                elif entry.is_dir(follow_symlinks=False) and info.st_mode & 0o002:
+                    pending.append(entry.path)
+            except OSError:
+                continue
+    return removed
 
 
 def kill_uid(uid: int) -> None:

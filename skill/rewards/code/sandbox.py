@@ -5,7 +5,7 @@
 process group, and under a dropped uid every process of that uid is killed afterwards too. Code travels
 in an in-memory file on an inherited descriptor that the bootstrap reads and closes before running it.
 
-May import: ``skill.rewards.code.isolation``, ``skill.errors``.
+May import: ``skill.rewards.code`` (isolation, cgroup), ``skill.errors``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,17 @@ from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
 from skill.errors import SkillError
-from skill.rewards.code.isolation import LEVELS, confinement_command, kill_uid, pids_of_uid, slot_uid, system_tool
+from skill.rewards.code.cgroup import join_command, memory_cgroup_root, slot_cgroup
+from skill.rewards.code.isolation import (
+    LEVELS,
+    bwrap_sizes_mounts,
+    confinement_command,
+    kill_uid,
+    pids_of_uid,
+    remove_files_of_uid,
+    slot_uid,
+    system_tool,
+)
 
 ISOLATION_ENV = "GRPO_RLVR_SANDBOX"  # force a weaker level (tests of the fallbacks)
 PYTHON_ENV = "GRPO_RLVR_SANDBOX_PYTHON"
@@ -129,7 +139,32 @@ def sandbox_isolation() -> str:
             level,
             missing[level],
         )
+    elif not bwrap_sizes_mounts():
+        _log.warning(_UNSIZED)
     return level
+
+
+_UNSIZED = (
+    "This bubblewrap (< 0.8.0) has no --size: the sandbox's /tmp, /dev/shm and work dir are unsized tmpfs, "
+    "bounded only by a memory cgroup where there is one. Install bubblewrap >= 0.8.0."
+)
+
+
+def isolation_status() -> dict[str, object]:
+    """The sandbox's isolation level and what weakens it here, for a status report.
+
+    >>> sorted(isolation_status())
+    ['caveats', 'level', 'memory_cgroup', 'tmpfs_sized']
+    """
+    level = sandbox_isolation()
+    sized = level == "bubblewrap" and bwrap_sizes_mounts()
+    caveats = [_UNSIZED] if level == "bubblewrap" and not sized else []
+    if level != "bubblewrap":
+        caveats.append(f"isolation is {level!r}, not bubblewrap: no private filesystem")
+    cgroup = memory_cgroup_root() is not None
+    if not cgroup:
+        caveats.append("no memory cgroup: the run's total memory is bounded by processes x memory_mb")
+    return {"level": level, "tmpfs_sized": sized, "memory_cgroup": cgroup, "caveats": caveats}
 
 
 def _collect_output(process: subprocess.Popen, deadline: float, cap: int, on_exit: Callable[[], None]) -> tuple:
@@ -244,17 +279,29 @@ def _execute(
 
 
 def _run(
-    code: str, stdin: str, level: str, *, timeout_s: float, memory_mb: int, max_output_bytes: int, max_processes: int
+    code: str,
+    stdin: str,
+    level: str,
+    *,
+    timeout_s: float,
+    memory_mb: int,
+    max_output_bytes: int,
+    max_processes: int,
+    total_memory_mb: int | None = None,
 ) -> SandboxResult:
     limits = _rlimits(level, timeout_s, memory_mb, max_processes)
     private = level == "bubblewrap"  # a private tmpfs work dir, and a pid namespace that dies with its pid 1
     with contextlib.ExitStack() as stack:
         uid = stack.enter_context(slot_uid()) if level != "rlimits" else None
+        if uid is not None and not private:  # at the end, once its processes are gone: no file outlives the run
+            stack.callback(remove_files_of_uid, uid)
+        total = (total_memory_mb or 2 * memory_mb) << 20
+        group = stack.enter_context(slot_cgroup(uid, total)) if uid is not None else None
         cwd = stack.enter_context(_work_dir(private, uid))
         code_fd = stack.enter_context(_memory_file("code", code))
         stdin_fd = stack.enter_context(_memory_file("stdin", stdin))
         bootstrap = [sandbox_python(), "-I", "-S", "-c", _BOOTSTRAP.format(fd=code_fd)]
-        command = [*confinement_command(level, uid, limits), *bootstrap]
+        command = [*join_command(group), *confinement_command(level, uid, limits), *bootstrap]
         run = _execute(command, (code_fd, stdin_fd), cwd, uid, timeout_s, max_output_bytes)
     started = run.stderr.startswith(_STARTED)
     return SandboxResult(
@@ -279,9 +326,15 @@ def run_python(
     max_output_bytes: int = 1 << 20,
     max_processes: int = 16,
     isolation: str | None = None,
+    total_memory_mb: int | None = None,
 ) -> SandboxResult:
     """Run ``code`` as a program (``/usr/bin/python3.11 -I -S``, standard library only) in the sandbox.
 
+    Memory: ``memory_mb`` of address space per process, and ``total_memory_mb`` (default twice
+    ``memory_mb``) for the whole run, its processes and its tmpfs/memfd files together, through a memory
+    cgroup where root can create one (``skill.rewards.code.cgroup.memory_cgroup_root``). Without a cgroup
+    the total is bounded only by ``max_processes`` x ``memory_mb`` plus the tmpfs mounts (3 x 16 MiB under
+    bubblewrap) and ``nofile`` x ``fsize`` of memfd per process.
     ``max_processes`` counts every process and thread of the run's uid, the sandbox's own one included.
     Output past ``max_output_bytes`` on either stream kills the run (``output_truncated``). ``isolation``
     picks a level other than ``sandbox_isolation()`` (tests of the fallbacks); the caller checks it works.
@@ -300,6 +353,7 @@ def run_python(
         memory_mb=memory_mb,
         max_output_bytes=max_output_bytes,
         max_processes=max_processes,
+        total_memory_mb=total_memory_mb,
     )
 
 

@@ -1,0 +1,170 @@
+"""The parts of bench/RESULTS.md that check a judgment or a guarantee rather than a speed: reward grading on
+crafted and loaded inputs, memory verdicts against published reports, run health against labelled series, the
+soak of servers under concurrent clients and faults, and the MCP flow an agent sees.
+
+bench/run_all.py measures them (``measure_all``) and renders them after the speed table (``render_sections``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+
+
+def _bench_module(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _memory_validation() -> dict[str, Any]:
+    from skill.memory.validation import validation_summary
+
+    return validation_summary()
+
+
+def _health_validation(seeds: int, healthy_seeds: int) -> dict[str, Any]:
+    module = _bench_module("health_validation")
+    result = module.run(seeds, healthy_seeds)
+    return {**result, "table": module.markdown(result), "seeds": seeds, "healthy_seeds": healthy_seeds}
+
+
+def measure_all(run: Callable[[str, Callable[[], Any]], dict], quick: bool) -> dict[str, dict]:
+    """Every validation figure, each through ``run`` (which records a failure instead of raising)."""
+    return {
+        "grading_worst_case": run("grading", lambda: _bench_module("grading_worst_case").measure()),
+        "math_under_load": run(
+            "math", lambda: _bench_module("math_under_load").run(items=80 if quick else 400, rounds=1 if quick else 3)
+        ),
+        "memory_validation": run("memory validation", _memory_validation),
+        "health_validation": run("health", lambda: _health_validation(3 if quick else 10, 3 if quick else 10)),
+        "agent_flow": run("agent flow", lambda: _bench_module("agent_flow").measure()),
+        "soak": run("soak", lambda: _bench_module("soak").run(60 if quick else 300)),
+    }
+
+
+def _grading_lines(outcome: dict) -> list[str]:
+    lines = ["## Reward grading on crafted and loaded inputs", ""]
+    if outcome.get("ok"):
+        r = outcome["result"]
+        lines += [
+            f"unit_tests parent-side grading, worst crafted report (`bench/grading_worst_case.py`): "
+            f"{r['worst_s']:.2f} s against a {r['timeout_s']:.0f} s per-completion timeout "
+            f"({'met' if r['under_timeout'] else 'NOT met'}); the old set rebuild of 20,000 colliding ints took "
+            f"{r['old_set_rebuild_20000_colliding_s']:.1f} s.",
+            "",
+            "| crafted report | seconds |",
+            "|---|---|",
+        ]
+        lines += [f"| {name} | {seconds:.2f} |" for name, seconds in r["rows"].items()]
+    else:
+        lines.append(f"unit_tests worst-case grading: not measured ({outcome.get('error', 'skipped')}).")
+    return lines
+
+
+def _math_lines(outcome: dict) -> list[str]:
+    lines = [""]
+    if not outcome.get("ok"):
+        return lines + [f"math reward under load: not measured ({outcome.get('error', 'skipped')})."]
+    r = outcome["result"]
+    lines += [
+        f"`math` reward, {r['items']} items x {r['rounds']} rounds from a cold worker pool "
+        f"({r['latex_share']:.0%} LaTeX answers through math-verify; `bench/math_under_load.py`):",
+        "",
+        "| setting | items/s (median) | items/s (min) | None | wrong scores | target |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, label in (("idle", "nothing beside it"), ("two_busy", "two CPU-bound processes beside it")):
+        s = r[name]
+        lines.append(
+            f"| {label} | {s['items_per_s_median']:.1f} | {s['items_per_s_min']:.1f} | {s['none_total']} | "
+            f"{s['wrong_total']} | no None, no wrong score |"
+        )
+    return lines
+
+
+def _memory_lines(outcome: dict) -> list[str]:
+    lines = ["", "## estimate_memory against published GRPO memory reports", ""]
+    if not outcome.get("ok"):
+        return lines + [f"Not measured ({outcome.get('error', 'skipped')})."]
+    r = outcome["result"]
+    mae = r["median_absolute_error"]
+    lines += [
+        "The rows, their sources and settings: references/grpo-memory.md (generated from "
+        "skill/memory/published_reports.json).",
+        "",
+        "| figure | value | target | met |",
+        "|---|---|---|---|",
+        f"| fits / does-not-fit verdict agrees | {r['verdict_agreement']} ({r['verdict_agreement_rate']:.0%}) "
+        f"| >= 90% | {'yes' if r['verdict_agreement_rate'] >= 0.9 else 'no'} |",
+        f"| median absolute error of the total, rows with a reported number | "
+        f"{'-' if mae is None else f'{mae:.1%}'} over {r['rows_with_numbers']} rows | within 25% | "
+        f"{'yes' if mae is not None and mae <= 0.25 else 'no'} |",
+        f"| rows within 25% | {r['within_tolerance']} | all | "
+        f"{'yes' if r['within_tolerance'].split('/')[0] == r['within_tolerance'].split('/')[1] else 'no'} |",
+    ]
+    if r["disagreeing"]:
+        lines += ["", "Rows that disagree (kept, with the reason in the reference): " + ", ".join(r["disagreeing"])]
+    return lines
+
+
+def _health_lines(outcome: dict) -> list[str]:
+    lines = ["", "## Run health against labelled metric series", ""]
+    if not outcome.get("ok"):
+        return lines + [f"Not measured ({outcome.get('error', 'skipped')})."]
+    r = outcome["result"]
+    rate = r["detected"] / r["failing_runs"] if r["failing_runs"] else 0.0
+    lines += [
+        f"`bench/health_validation.py` ({r['seeds']} seeds per failure, {r['healthy_seeds']} per healthy shape): "
+        f"detected {r['detected']}/{r['failing_runs']} ({rate:.0%}, target >= 90%), false alarms "
+        f"{r['false_alarms']}/{r['healthy_runs']} healthy runs (target 0).",
+        "",
+        r["table"],
+    ]
+    return lines
+
+
+def _agent_flow_lines(outcome: dict) -> list[str]:
+    lines = ["", "## The flow an agent sees over MCP", ""]
+    if not outcome.get("ok"):
+        return lines + [f"Not measured ({outcome.get('error', 'skipped')})."]
+    r = outcome["result"]
+    lines += ["| figure | value | target | met |", "|---|---|---|---|"]
+    lines += [f"| {row['figure']} | {row['value']} | {row['target']} | {row['met']} |" for row in r["rows"]]
+    return lines
+
+
+def _soak_lines(outcome: dict) -> list[str]:
+    lines = ["", "## Soak: servers under concurrent clients and faults", ""]
+    if not outcome.get("ok"):
+        return lines + [f"Not measured ({outcome.get('error', 'skipped')})."]
+    r = outcome["result"]
+    problems = r.get("problems") or []
+    lines += [
+        f"`bench/soak.py`: {r['servers']}, {r['clients']} clients, {r['seconds']:.0f} s, two live tiny runs of "
+        f"{r['run_steps']} steps, faults: {', '.join(e if isinstance(e, str) else str(e) for e in r['events'])}.",
+        "",
+        "| calls | internal errors | p50 | p99 | problems found |",
+        "|---|---|---|---|---|",
+        f"| {r.get('calls')} | {r.get('internal_errors')} | {r.get('p50_ms', 0):.0f} ms | "
+        f"{r.get('p99_ms', 0):.0f} ms | {len(problems)} |",
+    ]
+    lines += [f"- {problem}" for problem in problems[:10]]
+    return lines
+
+
+def render_sections(results: dict) -> list[str]:
+    """The Markdown after the speed table."""
+    lines = [""]
+    lines += _grading_lines(results.get("grading_worst_case", {}))
+    lines += _math_lines(results.get("math_under_load", {}))
+    lines += _memory_lines(results.get("memory_validation", {}))
+    lines += _health_lines(results.get("health_validation", {}))
+    lines += _agent_flow_lines(results.get("agent_flow", {}))
+    lines += _soak_lines(results.get("soak", {}))
+    return lines

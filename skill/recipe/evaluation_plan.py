@@ -1,0 +1,96 @@
+"""The recipe's in-training evaluation: how often a run scores a fixed sample of its held-out prompts.
+
+TRL's own evaluation loop does the scoring (``eval_strategy="steps"``): it samples
+``num_generations_eval`` completions per held-out prompt with the run's generation settings, scores
+them with the run's reward functions and logs ``eval_reward``, ``eval_rewards/<name>/mean`` (for a 0/1
+correctness reward: pass@1 at the training temperature), ``eval_completions/mean_length`` and the
+rest; the worker writes those rows to metrics.jsonl beside the training rows, where the health checks
+compare training with held-out (skill.runs.reward_checks).
+
+Default (``plan_evaluation``): runs of at least 16 steps score 8 times plus once before the first
+step (every max_steps // 8 steps; fewer points cannot show a held-out peak and fall), on 16 prompts
+x 2 completions on a CPU (32 completions, two CPU demo steps' worth of generation, no backward pass:
+about a tenth of the run) and 32 x 4 on GPUs. Shorter runs are scored only before and after.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EVALUATIONS_PER_RUN = 8
+MIN_STEPS_FOR_EVALUATION = 16
+CPU_SAMPLE = (16, 2)  # (prompts, completions per prompt)
+GPU_SAMPLE = (32, 4)
+
+
+class EvaluationPlan(BaseModel):
+    """When and on how much held-out data a run scores itself while it trains.
+
+    >>> EvaluationPlan(every_steps=5, prompts=16, generations=2, reason="r").grpo_kwargs({}, 1)["eval_steps"]
+    5
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    every_steps: int = Field(
+        ge=0,
+        description="Score the held-out sample every this many steps (and before the "
+        "first); 0: no evaluation during training.",
+    )
+    prompts: int = Field(default=16, ge=1, le=4096, description="Held-out prompts in the fixed sample.")
+    generations: int = Field(default=2, ge=1, le=64, description="Completions per held-out prompt.")
+    reason: str = Field(default="", description="Why this interval and sample size.")
+
+    def grpo_kwargs(self, trl: dict[str, Any], world_size: int) -> dict[str, Any]:
+        """GRPOConfig kwargs that make TRL evaluate on this plan ({} when it is off). The eval batch per device is
+        the training generation batch (per device batch x steps per generation: what training already generates
+        at once; evaluation keeps no gradients), at most the whole sample, and a multiple of the generations (TRL
+        requires the global eval batch to divide by them).
+
+        >>> EvaluationPlan(every_steps=5, prompts=16, generations=2).grpo_kwargs(
+        ...     {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}, 1)["per_device_eval_batch_size"]
+        16
+        """
+        if not self.every_steps:
+            return {}
+        per_device = int(trl.get("per_device_train_batch_size") or 8)
+        per_generation = int(trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps") or 1)
+        sample = -(-self.prompts // max(1, world_size)) * self.generations
+        batch = max(min(per_device * per_generation, sample), self.generations)
+        return {
+            "eval_strategy": "steps",
+            "eval_steps": self.every_steps,
+            "eval_on_start": True,
+            "num_generations_eval": self.generations,
+            "per_device_eval_batch_size": batch - batch % self.generations,
+        }
+
+
+def plan_evaluation(trl: dict[str, Any], accelerator: str) -> EvaluationPlan:
+    """The default plan for a recipe's GRPOConfig kwargs on ``accelerator`` ('cpu' or 'gpu').
+
+    >>> plan_evaluation({"max_steps": 40}, "cpu").every_steps
+    5
+    >>> plan_evaluation({"max_steps": 10}, "cpu").every_steps
+    0
+    """
+    steps = int(trl.get("max_steps") or 0)
+    prompts, generations = CPU_SAMPLE if accelerator == "cpu" else GPU_SAMPLE
+    if 0 < steps < MIN_STEPS_FOR_EVALUATION:
+        return EvaluationPlan(
+            every_steps=0,
+            prompts=prompts,
+            generations=generations,
+            reason=f"{steps} steps are too few for a held-out trend; the held-out split is scored before and after",
+        )
+    every = max(1, steps // EVALUATIONS_PER_RUN) if steps else 100
+    return EvaluationPlan(
+        every_steps=every,
+        prompts=prompts,
+        generations=generations,
+        reason=f"{EVALUATIONS_PER_RUN} held-out points over {steps or 'an open-ended run of'} steps show a held-out "
+        f"peak and fall; {prompts} prompts x {generations} completions on {accelerator.upper()} keep each "
+        "evaluation near two steps' generation without a backward pass",
+    )

@@ -1,0 +1,161 @@
+"""The values a recipe's GRPOConfig fields may take: the type the installed ``GRPOConfig`` declares, a finite
+number, and the range the trainer can use.
+
+``GRPOConfig`` stores ``learning_rate="fast"``, NaN or -1 without a word; training then fails (or silently
+does nothing) minutes later in another process. Emit and run_grpo both check every value here first, so a
+hand-edited recipe is refused with the field, the value and what to send.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, NamedTuple
+
+from skill.errors import SkillError
+
+
+class Bounds(NamedTuple):
+    """A closed or open interval; None leaves that side free."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def holds(self, value: float) -> bool:
+        """
+        >>> Bounds(0, None, low_open=True).holds(0.0), Bounds(0, 1).holds(1.0)
+        (False, True)
+        """
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return not (self.high is not None and (value >= self.high if self.high_open else value > self.high))
+
+    def words(self) -> str:
+        """
+        >>> Bounds(0, 1, low_open=True).words()
+        'a number > 0 and <= 1'
+        """
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+        if self.high is not None:
+            parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
+        return "a number " + " and ".join(parts)
+
+
+POSITIVE = Bounds(0, None, low_open=True)
+NON_NEGATIVE = Bounds(0, None)
+FRACTION = Bounds(0, 1)
+AT_LEAST_ONE = Bounds(1, None)
+
+# The ranges TRL's GRPOTrainer and transformers' Trainer can use; a field not named here must still be finite.
+RANGES: dict[str, Bounds] = {
+    "learning_rate": POSITIVE,
+    "beta": NON_NEGATIVE,
+    "temperature": POSITIVE,
+    "top_p": Bounds(0, 1, low_open=True),
+    "min_p": FRACTION,
+    "repetition_penalty": POSITIVE,
+    "epsilon": NON_NEGATIVE,
+    "epsilon_high": NON_NEGATIVE,
+    "delta": POSITIVE,
+    "max_grad_norm": NON_NEGATIVE,
+    "weight_decay": NON_NEGATIVE,
+    "warmup_ratio": FRACTION,
+    "warmup_steps": NON_NEGATIVE,
+    "adam_beta1": Bounds(0, 1, high_open=True),
+    "adam_beta2": Bounds(0, 1, high_open=True),
+    "adam_epsilon": POSITIVE,
+    "num_generations": AT_LEAST_ONE,
+    "num_iterations": AT_LEAST_ONE,
+    "max_completion_length": AT_LEAST_ONE,
+    "per_device_train_batch_size": AT_LEAST_ONE,
+    "gradient_accumulation_steps": AT_LEAST_ONE,
+    "steps_per_generation": AT_LEAST_ONE,
+    "generation_batch_size": AT_LEAST_ONE,
+    "num_train_epochs": POSITIVE,
+    "logging_steps": POSITIVE,
+    "save_steps": POSITIVE,
+    "save_total_limit": AT_LEAST_ONE,
+    "seed": NON_NEGATIVE,
+    "vllm_gpu_memory_utilization": Bounds(0, 1, low_open=True),
+    "vllm_tensor_parallel_size": AT_LEAST_ONE,
+    "top_entropy_quantile": FRACTION,
+}
+
+
+@functools.cache
+def declared_types() -> dict[str, str]:
+    """Each GRPOConfig field's kind as the installed TRL declares it: 'int', 'float', 'bool', 'floats' (a list of
+    floats) or 'other' (strings, dicts, unions the trainer parses itself)."""
+    from trl import GRPOConfig
+
+    kinds = {}
+    for field in dataclasses.fields(GRPOConfig):
+        declared = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
+        declared = declared.replace(" | None", "").replace("None | ", "")
+        kinds[field.name] = (
+            declared if declared in ("int", "float", "bool") else ("floats" if declared == "list[float]" else "other")
+        )
+    return kinds
+
+
+def _refuse(name: str, value: Any, problem: str, send: str) -> SkillError:
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "…"
+    return SkillError(f"trl.{name}={shown} {problem}.", f"Send {send}, or leave it out.")
+
+
+def _check_number(name: str, value: Any, kind: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        expected = "an integer" if kind == "int" else "a number"
+        raise _refuse(name, value, f"is not {expected}", expected)
+    if not math.isfinite(value):
+        raise _refuse(name, value, "is not a finite number", "a finite number")
+    if kind == "int" and not float(value).is_integer():
+        raise _refuse(name, value, "is not a whole number", "an integer")
+    bounds = RANGES.get(name)
+    if bounds is not None and not bounds.holds(value):
+        raise _refuse(name, value, "is out of range", bounds.words())
+
+
+def check_field_values(trl: dict[str, Any]) -> None:
+    """Refuse a value of the wrong type, a NaN or infinity, or one out of the trainer's range, naming the field.
+
+    >>> check_field_values({"learning_rate": 1e-6, "num_generations": 8, "bf16": False, "loss_type": "dapo"})
+    >>> check_field_values({"learning_rate": float("nan")})
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: trl.learning_rate=nan is not a finite number. Send a finite number, or leave it out.
+    >>> check_field_values({"learning_rate": -1})
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: trl.learning_rate=-1 is out of range. Send a number > 0, or leave it out.
+    """
+    kinds = declared_types()
+    for name, value in trl.items():
+        kind = kinds.get(name, "other")  # unknown names are check_field_names' to refuse
+        if value is None:
+            continue
+        if kind in ("int", "float"):
+            _check_number(name, value, kind)
+        elif kind == "bool" and not isinstance(value, bool):
+            raise _refuse(name, value, "is not true or false", "true or false")
+        elif kind == "floats":
+            if not isinstance(value, list):
+                raise _refuse(name, value, "is not a list of numbers", "a list of finite numbers")
+            for index, item in enumerate(value):
+                _check_number(f"{name}[{index}]", item, "float")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise _refuse(name, value, "is not a finite number", "a finite number")
+
+
+def with_defaults(trl: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The recipe's kwargs with GRPOConfig's own defaults for the named fields it leaves out (a hand-edited recipe
+    may drop them; the group arithmetic needs them)."""
+    from trl import GRPOConfig
+
+    defaults = {field.name: field.default for field in dataclasses.fields(GRPOConfig) if field.name in names}
+    return {**{name: value for name, value in defaults.items() if value is not dataclasses.MISSING}, **trl}

@@ -1,0 +1,61 @@
+"""What a probe measured: pass@k, the per-prompt successes and the learnable fraction."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, Field
+
+
+class RouteEvidence(BaseModel):
+    """What the probe measured."""
+
+    n: int
+    prompts: int
+    pass_at_1: float
+    pass_at_k: dict[str, float] = Field(description="Unbiased pass@k for k = 1..k.")
+    per_prompt_successes: list[int]
+    histogram: dict[str, int] = Field(description="Number of successes in a group -> prompts with that many.")
+    learnable_fraction: float = Field(description="Prompts with mixed outcomes: where GRPO has an advantage signal.")
+    learnable_prompt_indices: list[int]
+    temperatures: list[float] = Field(description="Temperatures probed, in order.")
+    seconds: float
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021): 1 - C(n - c, k) / C(n, k).
+
+    >>> pass_at_k(8, 0, 1), pass_at_k(8, 8, 3), round(pass_at_k(8, 2, 1), 3), round(pass_at_k(8, 2, 4), 3)
+    (0.0, 1.0, 0.25, 0.786)
+    """
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def probe_evidence(
+    successes: list[int], n: int, largest_k: int | None, temperatures: list[float], seconds: float
+) -> RouteEvidence:
+    """The evidence of one probe from the successes per prompt (out of n samples each).
+
+    >>> evidence = probe_evidence([0, 3, 8], n=8, largest_k=2, temperatures=[1.0], seconds=1.234)
+    >>> evidence.pass_at_1, evidence.learnable_prompt_indices, evidence.histogram, evidence.seconds
+    (0.4583333333333333, [1], {'0': 1, '3': 1, '8': 1}, 1.23)
+    """
+    top = largest_k or n
+    histogram: dict[str, int] = {}
+    for count in successes:
+        histogram[str(count)] = histogram.get(str(count), 0) + 1
+    learnable = [index for index, count in enumerate(successes) if 0 < count < n]
+    return RouteEvidence(
+        n=n,
+        prompts=len(successes),
+        pass_at_1=sum(successes) / (n * len(successes)),
+        pass_at_k={str(k): sum(pass_at_k(n, c, k) for c in successes) / len(successes) for k in range(1, top + 1)},
+        per_prompt_successes=successes,
+        histogram=dict(sorted(histogram.items(), key=lambda item: int(item[0]))),
+        learnable_fraction=len(learnable) / len(successes),
+        learnable_prompt_indices=learnable,
+        temperatures=temperatures,
+        seconds=round(seconds, 2),
+    )

@@ -1,0 +1,174 @@
+"""Health checks on what the optimisation says: truncation, entropy, KL, gradients and ratio clipping.
+
+Each check names its statistic and threshold; the keys are TRL 1.16's GRPOTrainer logs
+(``completions/clipped_ratio``, ``entropy``, ``kl`` when beta > 0, ``clip_ratio/region_mean`` and
+``clip_ratio/low_mean`` / ``high_mean``) and the Trainer's ``grad_norm`` (the norm before clipping
+to ``max_grad_norm``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from skill.runs.health_warning import HealthWarning, RunView, make_warning
+from skill.runs.series import falls, finite_values, point_noise, proportion_se, recent_mean, rises, trend_of
+
+# Truncation: a third of completions cut off means the reward judges truncated text that often (shown at one
+# standard error of the last window, binomial over its completions); a doubling from at least 10% is a surge.
+CLIPPED_LIMIT = 0.30
+CLIPPED_Z = 1.0
+CLIPPED_SURGE_FLOOR = 0.10
+# Entropy collapse: below 0.3 of its start or 0.05 nats per token, the group's samples are nearly identical;
+# or falling (2 standard errors) at a rate that reaches 0.05 before the run ends. The rate is exponential
+# (entropy decays multiplicatively): ln(first / last) over the steps between the window centres.
+ENTROPY_RATIO = 0.30
+ENTROPY_FLOOR = 0.05
+# KL blow-up: TRL's per-token KL (k3): 0.2 nats per token is ~100 nats over a 500-token answer, far past the drift
+# of a healthy beta=0.04 run; ten times the first window means it is still climbing.
+KL_RATIO = 10.0
+KL_LIMIT = 0.2
+KL_CRITICAL = 1.0
+# Gradient spikes: a step's grad_norm at 10x the median of the (up to 20) steps before it, after at least 5.
+# A healthy run's grad norm spreads about +-50% (log-sd ~0.4): 10x is over 5 of those. Three spikes: critical.
+SPIKE_RATIO = 10.0
+SPIKE_HISTORY = 20
+MIN_SPIKE_HISTORY = 5
+SPIKES_CRITICAL = 3
+# Vanishing gradients: the last window's median grad_norm under 5% of the first window's while groups still
+# carry a learning signal (a zero-advantage batch has no gradient for another reason: no_learning_signal).
+VANISH_RATIO = 0.05
+# Clip saturation: a fifth of the tokens with their ratio clipped (only possible with num_iterations > 1 or
+# steps_per_generation > gradient_accumulation_steps): the update is mostly the clip, not the advantage.
+CLIP_LIMIT = 0.2
+
+
+def clipped_completions(view: RunView) -> HealthWarning | None:
+    key = "completions/clipped_ratio"
+    values = finite_values(view.metrics, key)
+    recent = recent_mean(view.metrics, key)
+    if recent is None:
+        return None
+    k = max(1, min(len(values), max(3, len(values) // 4)))
+    se = point_noise(values) / math.sqrt(k)
+    if view.shape:
+        se = max(se, proportion_se(recent, k * view.shape.completions))
+    trend = trend_of(view.metrics, key, samples=view.samples())
+    surge = trend is not None and recent >= CLIPPED_SURGE_FLOOR and recent >= 2 * trend.first and rises(trend)
+    if recent - CLIPPED_Z * se < CLIPPED_LIMIT and not surge:
+        return None
+    max_len = view.max_completion_length
+    first = trend.first if trend else None
+    evidence = {"clipped_ratio_recent": recent, "clipped_ratio_first": first, "max_completion_length": max_len}
+    return make_warning(
+        "clipped_completions",
+        "warning",
+        f"{recent:.0%} of completions hit max_completion_length{f' ({max_len})' if max_len else ''}: the reward "
+        "scores cut-off text.",
+        "many_truncated_completions",
+        evidence=evidence,
+    )
+
+
+def _steps_between_windows(view: RunView, key: str) -> float:
+    """Steps between the centres of the first and last windows of ``key`` (trend_of's windows)."""
+    steps = [int(p.get("step") or 0) for p in view.metrics if isinstance(p.get(key), int | float)]
+    k = max(3, len(steps) // 4)
+    return max(1.0, statistics.fmean(steps[-k:]) - statistics.fmean(steps[:k]))
+
+
+def entropy_collapse(view: RunView) -> HealthWarning | None:
+    entropy = trend_of(view.metrics, "entropy")
+    if entropy is None or entropy.first <= 0 or entropy.last <= 0 or not falls(entropy, floor=0.0):
+        return None
+    rate = math.log(entropy.first / entropy.last) / _steps_between_windows(view, "entropy")
+    to_floor = max(0.0, math.log(entropy.last / ENTROPY_FLOOR) / rate)
+    step = int(view.metrics[-1].get("step") or 0) if view.metrics else 0
+    left = (view.max_steps - step) if view.max_steps else step  # no known end: as long again as so far
+    collapsed = entropy.last < ENTROPY_RATIO * entropy.first or entropy.last < ENTROPY_FLOOR
+    if not collapsed and to_floor >= left:
+        return None
+    when = "already" if entropy.last < ENTROPY_FLOOR else f"in about {to_floor:.0f} steps at this rate"
+    return make_warning(
+        "entropy_collapse",
+        "warning",
+        f"Token entropy fell from {entropy.first:.3g} to {entropy.last:.3g} and reaches {ENTROPY_FLOOR} nats "
+        f"{when}: the policy stops exploring, groups turn uniform and learning stalls.",
+        "entropy_collapse",
+        evidence={"entropy_first": entropy.first, "entropy_last": entropy.last, "ratio": entropy.last / entropy.first}
+        | {"steps_to_floor": to_floor, "steps_left": left},
+    )
+
+
+def kl_blowup(view: RunView) -> HealthWarning | None:
+    kl = trend_of(view.metrics, "kl")
+    if kl is None or kl.last < KL_LIMIT or kl.last < KL_RATIO * max(kl.first, 0.0) or not rises(kl, floor=0.0):
+        return None
+    evidence = {"kl_first": kl.first, "kl_last": kl.last, "ratio": kl.last / kl.first if kl.first > 0 else None}
+    return make_warning(
+        "kl_blowup",
+        "critical" if kl.last >= KL_CRITICAL else "warning",
+        f"KL to the reference rose from {kl.first:.3g} to {kl.last:.3g} per token: the policy is leaving the "
+        "region where the reward can be trusted.",
+        "kl_blowup",
+        evidence=evidence,
+    )
+
+
+def gradient_spikes(view: RunView) -> HealthWarning | None:
+    points = [(p.get("step"), v) for p in view.metrics if (v := p.get("grad_norm")) is not None]
+    points = [(step, float(v)) for step, v in points if isinstance(v, int | float) and math.isfinite(v)]
+    spikes = []
+    for i in range(MIN_SPIKE_HISTORY, len(points)):
+        median = statistics.median(v for _, v in points[max(0, i - SPIKE_HISTORY) : i])
+        if median > 0 and points[i][1] >= SPIKE_RATIO * median:
+            spikes.append((points[i][0], points[i][1] / median))
+    if not spikes:
+        return None
+    worst = max(spikes, key=lambda spike: spike[1])
+    return make_warning(
+        "gradient_spikes",
+        "critical" if len(spikes) >= SPIKES_CRITICAL else "warning",
+        f"grad_norm spiked {len(spikes)} time(s) to {SPIKE_RATIO:g}x or more its running median (worst "
+        f"{worst[1]:.0f}x at step {worst[0]}): single batches are pushing the policy hard.",
+        "instability",
+        evidence={"spikes": len(spikes), "worst_ratio": worst[1], "worst_step": worst[0]},
+        change="Lower learning_rate (halve it); keep max_grad_norm at 1.0 or below.",
+    )
+
+
+def vanishing_gradients(view: RunView, zero_std_recent: float | None) -> HealthWarning | None:
+    values = finite_values(view.metrics, "grad_norm")
+    if len(values) < 6 or (zero_std_recent is not None and zero_std_recent >= 0.5):
+        return None
+    k = max(3, len(values) // 4)
+    first, last = statistics.median(values[:k]), statistics.median(values[-k:])
+    if first <= 0 or last >= VANISH_RATIO * first:
+        return None
+    return make_warning(
+        "vanishing_gradients",
+        "warning",
+        f"grad_norm fell from a median {first:.3g} to {last:.3g} ({last / first:.1%}) while groups still differ: "
+        "the updates no longer move the policy.",
+        evidence={"grad_norm_first_median": first, "grad_norm_last_median": last},
+        change="Check the learning-rate schedule (has it decayed to ~0?) and precision: weights held in bf16 and "
+        "stepped by plain AdamW barely move; keep fp32 master weights (bf16 autocast).",
+    )
+
+
+def clip_saturation(view: RunView) -> HealthWarning | None:
+    region = recent_mean(view.metrics, "clip_ratio/region_mean")
+    if region is None:
+        low, high = recent_mean(view.metrics, "clip_ratio/low_mean"), recent_mean(view.metrics, "clip_ratio/high_mean")
+        region = None if low is None or high is None else low + high
+    if region is None or region < CLIP_LIMIT:
+        return None
+    return make_warning(
+        "clip_saturation",
+        "warning",
+        f"{region:.0%} of tokens have their importance ratio clipped: the policy moves too far between the "
+        "generation and the update, and the clip, not the advantage, sets the step.",
+        "multi_step_instability",
+        evidence={"clip_ratio_recent": region},
+        change="Lower num_iterations (or steps_per_generation) or the learning rate.",
+    )

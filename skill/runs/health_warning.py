@@ -1,0 +1,77 @@
+"""One health warning (what is wrong, the numbers, what to change) and the run a check reads.
+
+The checks live in skill.runs.reward_checks (what the rewards and held-out scores say) and
+skill.runs.dynamics_checks (what the optimisation says: entropy, KL, gradients, clipping,
+truncation); skill.runs.health runs them all and ranks what they find.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, Field
+
+from skill.recipe.variants import SYMPTOMS
+from skill.rewards.spec import RewardSpec
+from skill.runs.series import BatchShape
+
+
+class HealthWarning(BaseModel):
+    """One thing wrong with a run, the numbers that show it, and what to change.
+
+    >>> HealthWarning(code="kl_blowup", severity="warning", message="KL climbing.", symptom="kl_blowup").symptom
+    'kl_blowup'
+    """
+
+    code: str = Field(description="Which check fired, e.g. 'reward_divergence'.")
+    severity: Literal["warning", "critical"]
+    message: str
+    symptom: str | None = Field(default=None, description="A key of skill.recipe.variants.SYMPTOMS, or None.")
+    suggested_variant: str | None = Field(default=None, description="The variant the symptom selects.")
+    suggested_change: str | None = Field(default=None, description="What to change that no variant does.")
+    evidence: dict[str, float] = Field(default_factory=dict, description="Window means, ratios, standard errors.")
+
+
+class RunView(NamedTuple):
+    """What a check reads: the logged points (training rows and held-out ``eval_*`` rows, in order), the reward
+    specs, the batch shape when known (sets the noise floors) and the run's length limits."""
+
+    metrics: list[dict[str, Any]]
+    rewards: list[RewardSpec]
+    shape: BatchShape | None = None
+    max_completion_length: int | None = None
+    max_steps: int | None = None
+
+    def samples(self) -> int | None:
+        """Completions behind one training point, when the shape is known."""
+        return self.shape.completions if self.shape else None
+
+
+def rounded(value: float) -> float:
+    """Four significant digits: evidence is read by people.
+
+    >>> rounded(0.123456)
+    0.1235
+    """
+    return float(f"{value:.4g}")
+
+
+def make_warning(
+    code: str,
+    severity: str,
+    message: str,
+    symptom: str | None = None,
+    *,
+    evidence: dict[str, Any],
+    change: str | None = None,
+) -> HealthWarning:
+    """A warning; evidence values that are None or not finite are left out (the model must stay JSON).
+
+    >>> make_warning("entropy_collapse", "warning", "m", "entropy_collapse", evidence={"a": None}).suggested_variant
+    'dapo'
+    """
+    numbers = {key: rounded(value) for key, value in evidence.items() if value is not None and math.isfinite(value)}
+    variant = SYMPTOMS.get(symptom) if symptom else None
+    fields = {"symptom": symptom, "suggested_variant": variant, "suggested_change": change, "evidence": numbers}
+    return HealthWarning(code=code, severity=severity, message=message, **fields)

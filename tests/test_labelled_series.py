@@ -1,0 +1,106 @@
+"""The labelled validation set: series shaped like TRL's GRPO logs, and run health against it (every failure
+named by its check across seeds and lengths, no warning on healthy runs of several lengths and seeds)."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+from pathlib import Path
+
+import pytest
+
+from skill.runs.health import diagnose
+from skill.runs.labelled_series import EXPECTED, LENGTHS, labelled_run, measured_runs, validation_set
+from skill.runs.series import BatchShape, finite_values, first_last_means
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "health_validation.py"
+TRL_KEYS = {  # what GRPOTrainer 1.16 logs for two reward functions, beta > 0, plus the Trainer's own
+    "loss", "grad_norm", "learning_rate", "epoch", "num_tokens", "entropy", "kl", "reward", "reward_std",
+    "frac_reward_zero_std", "completions/mean_length", "completions/min_length", "completions/max_length",
+    "completions/clipped_ratio", "rewards/format/mean", "rewards/format/std", "rewards/exact_match/mean",
+    "rewards/exact_match/std", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean",
+}  # fmt: skip
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("health_validation", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check(labelled):
+    return [
+        w.code
+        for w in diagnose(
+            labelled.metrics, labelled.rewards, labelled.max_completion_length, labelled.shape, labelled.max_steps
+        )
+    ]
+
+
+def test_series_are_shaped_like_trl_logs():
+    labelled = labelled_run("healthy", seed=3, steps=40, shape=BatchShape(32, 8, 16, 2))
+    training = [row for row in labelled.metrics if "loss" in row]
+    held_out = [row for row in labelled.metrics if "eval_loss" in row]
+    assert [row["step"] for row in training] == list(range(1, 41))
+    assert [row["step"] for row in held_out] == [0, 5, 10, 15, 20, 25, 30, 35, 40]  # before step 1, then every 5
+    keys = set(training[0]) - {"step", "time"}
+    assert keys - {"kl"} <= TRL_KEYS and TRL_KEYS - {"kl"} <= keys
+    assert {"eval_rewards/exact_match/mean", "eval_reward", "eval_completions/mean_length"} <= set(held_out[0])
+    for row in training:
+        assert 0 <= row["frac_reward_zero_std"] <= 1 and 0 <= row["completions/clipped_ratio"] <= 1
+        format_weight, correct_weight = (spec.weight for spec in labelled.rewards)
+        total = format_weight * row["rewards/format/mean"] + correct_weight * row["rewards/exact_match/mean"]
+        assert row["reward"] == pytest.approx(total)
+    # Batch noise is that of 32 completions: step-to-step spread of the correctness mean near sqrt(p(1-p)/32).
+    flat = labelled_run("all_fail", seed=0, steps=200, shape=BatchShape(32, 8, 16, 2))
+    values = finite_values(flat.metrics, "rewards/exact_match/mean")
+    assert statistics.fmean(values) < 0.05 and statistics.stdev(values) < 0.1
+
+
+def test_each_failure_changes_what_it_is_about():
+    hacking = labelled_run("reward_hacking", seed=1, steps=100)
+    train = first_last_means(hacking.metrics, "rewards/exact_match/mean")
+    held = finite_values(hacking.metrics, "eval_rewards/exact_match/mean")
+    assert train[1] - train[0] > 0.3 and held[-1] < max(held) - 0.1
+    length = first_last_means(labelled_run("length_hacking", seed=1).metrics, "completions/mean_length")
+    assert length[0] < 600 and length[1] > 1000
+    weights = [spec.weight for spec in labelled_run("well_formed_wrong", seed=1).rewards]
+    assert weights == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("label", sorted(EXPECTED))
+def test_each_check_fires_on_its_failure_across_seeds(label):
+    runs = [labelled_run(label, seed, steps=(40, 100, 200)[seed % 3]) for seed in range(10)]
+    named = [check(labelled)[:1] == [EXPECTED[label]] for labelled in runs]
+    # A plateau cannot be told from slow learning at 40 steps of 2-8 prompts a step (13/20 over all lengths,
+    # bench/RESULTS.md); the held-out fall is read on 16 prompts x 2 completions.
+    floor = {"reward_plateau": 5, "heldout_divergence": 8}.get(EXPECTED[label], 9)
+    assert sum(named) >= floor, [(labelled.seed, labelled.max_steps, check(labelled)) for labelled in runs]
+
+
+@pytest.mark.parametrize("steps", LENGTHS)
+def test_no_warning_on_healthy_runs(steps):
+    alarms = [(seed, check(labelled_run("healthy", seed, steps))) for seed in range(10)]
+    assert [alarm for alarm in alarms if alarm[1]] == []
+
+
+def test_the_projects_measured_runs():
+    for labelled in measured_runs(range(10)):
+        codes = check(labelled)
+        if labelled.label == "measured_demo":
+            assert codes == [], (labelled.seed, codes)
+        else:
+            assert codes[0] == "reward_divergence", (labelled.seed, codes)
+
+
+def test_detection_table_meets_the_bar():
+    bench = load_bench()
+    result = bench.run(seeds=10, healthy_seeds=10)
+    assert result["healthy_runs"] >= 30 and result["false_alarms"] == 0
+    assert result["detected"] >= 0.9 * result["failing_runs"]
+    assert result["named_first"] >= 0.9 * result["failing_runs"]
+    assert set(result["labels"]) == set(EXPECTED) | {"healthy", "measured_demo", "measured_equal_weights"}
+    table = bench.markdown(result)
+    assert "| well_formed_wrong | reward_divergence |" in table and "**all**" in table
+    assert len(validation_set(1, 1)) == len(EXPECTED) + len(LENGTHS) + 10
