@@ -72,7 +72,9 @@ _emit({"setup": _setup_error})
 """Shared by both programs: the output channel, the time limit, plain-value encoding, and the tests' own
 namespace with its setup (the first record says whether it ran; written before any candidate code)."""
 
-HARNESS = SETUP + r"""if _setup_error is not None:
+HARNESS = (
+    SETUP
+    + r"""if _setup_error is not None:
     os._exit(0)
 def _program(code, text, pipe):  # in a forked child: the candidate as __main__, text on stdin, stdout to pipe
     os.dup2(pipe, 1)
@@ -159,8 +161,11 @@ for _i, _t in enumerate(_P.get("inputs") or _P["tests"]):
         _emit({"i": _i, "error": type(e).__name__})
 os._exit(0)
 """
+)
 
-CHECKER = SETUP + r"""if _setup_error is not None:
+CHECKER = (
+    SETUP
+    + r"""if _setup_error is not None:
     os._exit(0)
 def _dec(v, hashable=False):  # a reported plain value rebuilt: set elements and dict keys hashable
     if type(v) is list:
@@ -188,3 +193,4 @@ for _i, _t in enumerate(_P["checks"]):
         _emit({"i": _i, "error": type(e).__name__})
 os._exit(0)
 """
+)
