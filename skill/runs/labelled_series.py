@@ -140,7 +140,10 @@ def _failure_overrides(label: str, rng: random.Random, base: dict[str, Any]) -> 
             "heldout": linear(c0, c0 - u(0.0, 0.05)),
         },
         "truncation": lambda: {"length": linear(u(0.8, 0.85) * 512, u(0.95, 1.05) * 512), "max_len": 512},
-        "entropy_collapse": lambda: {"entropy": decay(e0 := u(0.6, 1.2), e0 * u(0.03, 0.2))},
+        "entropy_collapse": lambda: {
+            "entropy": decay(e0 := u(0.6, 1.2), e0 * u(0.03, 0.2)),
+            "correct": rise_then_flat(c0, c0 + u(0.05, 0.15), 0.3),  # what collapse does: learning stalls
+        },
         "kl_blowup": lambda: {"kl": decay(u(0.002, 0.01), u(0.3, 1.5))},
         "gradient_spike": lambda: {"spikes": rng.randint(1, 3), "spike_ratio": u(50, 200)},
         "vanishing_gradients": lambda: {
