@@ -55,6 +55,31 @@ def run(seeds: int = 10, healthy_seeds: int = 10) -> dict:
     }
 
 
+def live_false_alarms(seeds: int = 3, healthy_seeds: int = 5, every: int = 2) -> dict:
+    """Healthy runs as run_status sees them while they train: diagnose on every ``every``-th prefix (from the
+    third point); a run counts once if any prefix raises any warning, and which codes did."""
+    codes: dict[str, int] = defaultdict(int)
+    runs = alarmed = 0
+    for labelled in validation_set(seeds, healthy_seeds):
+        if labelled.expected is not None:
+            continue
+        raised: set[str] = set()
+        for end in range(3, len(labelled.metrics) + 1, every):
+            warnings = diagnose(
+                labelled.metrics[:end],
+                labelled.rewards,
+                labelled.max_completion_length,
+                labelled.shape,
+                labelled.max_steps,
+            )
+            raised |= {w.code for w in warnings}
+        runs += 1
+        alarmed += bool(raised)
+        for code in raised:
+            codes[code] += 1
+    return {"healthy_runs": runs, "alarmed_at_some_point": alarmed, "codes": dict(codes)}
+
+
 def markdown(result: dict) -> str:
     """The table for bench/RESULTS.md."""
     lines = ["| labelled run | check that must fire | detected | named first | false alarms |", "|---|---|---|---|---|"]
