@@ -7,8 +7,11 @@ repository, so a checkout never fills with checkpoints.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from skill.errors import SkillError
@@ -106,3 +109,20 @@ def write_atomically(path: Path, text: str) -> None:
         if isinstance(exc, OSError) and exc.filename is None:  # a failed write names no file: name the one meant
             raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created when missing): one holder at a time, across the threads of
+    one process (each ``open()`` is its own lock owner) and across processes sharing the state root.
+
+    >>> import tempfile
+    >>> with exclusive_lock(Path(tempfile.mkdtemp()) / ".lock"):
+    ...     pass
+    """
+    with path.open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -1,20 +1,25 @@
 """Attention checks: real samples shown with a wrong score, so a review that only agrees cannot pass.
 
-Which samples, and so how many (at least ``MIN_CHECKS``), is decided here, never by the request. A
-check is a real sample shown in place: the samples shown are exactly the samples scored (no duplicate,
-no added item), so neither the sample source nor a search for repeats points at it. Its correctness
-(or judge) score is replaced by one that is wrong whatever the real reward says, decided from the gold
-answer: a well-formed sample whose committed answer equals the gold is shown at the reward's floor; a
-well-formed numeric answer that differs from the gold (and never states it) is shown at its top. Where
-the reward itself is wrong about such a sample, the score shown is its own. Only when too few samples
+Which samples, and so how many (at least ``MIN_CHECKS`` among samples not shown before), is decided here,
+never by the request. A check is a real sample shown in place: the samples shown are exactly the samples
+scored (no duplicate, no added item), so neither the sample source nor a search for repeats points at it.
+Its correctness (or judge) score is replaced by one that is wrong whatever the real reward says, decided
+from the gold answer: a well-formed sample whose committed answer equals the gold is shown at the reward's
+floor; a well-formed numeric answer that differs from the gold (and never states it) is shown at its top.
+Where the reward itself is wrong about such a sample, the score shown is its own. Only when too few samples
 can be decided from the gold are others shown inverted (top and floor swapped) to reach the minimum.
 
-A sample is a check when a keyed hash of its content (the state root's secret; reward, gold, committed
-answer) falls under ``BASE_RATE``: it depends on the sample alone, not on the request, the order or the
-other samples. Inspecting the same samples again through the API (re-scoring them), a subset, a
-superset or reworded prompts shows the same checks with the same wrong scores. A review that fails says
-nothing about which samples were checks; each failed review adds one new check (a new review draws new
-checks) and is counted; after ``MAX_FAILED_REVIEWS`` the report takes no more reviews.
+A sample never shown before is a check when a keyed hash of its content (the state root's secret; reward,
+gold, committed answer) falls under ``BASE_RATE``: it depends on the sample alone, not on the request, the
+order or the other samples. Where that leaves fewer than ``MIN_CHECKS``, never-shown samples with the
+lowest keys are added. Whatever a sample was shown as is remembered (``statuses``, kept by the caller per
+state root), and a sample shown again keeps it: inspecting the same samples again through the API
+(re-scoring them), a subset, a superset or reworded prompts shows the same checks with the same wrong
+scores, so comparing reports points at none. The price: a report made only of samples shown before has
+the checks they carry, possibly fewer than ``MIN_CHECKS`` and possibly none (the key says
+``only_shown_before``; the gate then asks for the earlier report or new samples). A review that fails
+says nothing about which samples were checks; each failed review adds one new check (a new review draws
+new checks) and is counted; after ``MAX_FAILED_REVIEWS`` the report takes no more reviews.
 
 What this cannot do: tell a person's read from a program that judges every sample itself, e.g. by
 calling the reward function in Python on the samples shown (where the reward is right about a check,
@@ -51,6 +56,7 @@ class Candidate:
     shown: float
     decided: bool  # wrong by the gold, whatever the reward says (else: inverted)
     key: float
+    tag: str = ""  # the key as hex: how the sample's status is remembered across reports
 
 
 def _target(specs: list[RewardSpec]) -> int:
@@ -96,10 +102,11 @@ def decided(completion: str, gold: str, answer: str | None, own_reading: bool) -
     return "wrong" if numeric and (own_reading or not _states(completion, gold.strip())) else None
 
 
-def _key(secret: bytes, name: str, gold: Any, answer: str | None, completion: str) -> float:
+def _key(secret: bytes, name: str, gold: Any, answer: str | None, completion: str) -> tuple[float, str]:
+    """The sample's key in [0, 1) and its hex tag."""
     material = json.dumps([name, None if gold is None else str(gold), answer or " ".join(completion.split())])
-    digest = hmac.new(secret, material.encode(), hashlib.sha256).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    digest = hmac.new(secret, material.encode(), hashlib.sha256).digest()[:8]
+    return int.from_bytes(digest, "big") / 2**64, digest.hex()
 
 
 def _candidates(specs: list[RewardSpec], names: list[str], results: list[SampleResult], secret: bytes):
@@ -116,14 +123,14 @@ def _candidates(specs: list[RewardSpec], names: list[str], results: list[SampleR
         if real is None:
             continue
         gold, answer = sample.columns.get(column), committed_answer(sample, name)
-        key = _key(secret, name, gold, answer, sample.completion)
+        key, tag = _key(secret, name, gold, answer, sample.completion)
         well_formed = all((sample.scores.get(f) or 0.0) >= best - 1e-9 for f, best in formats)
         own = name in sample.extracted  # the reward's own reading of the answer, not a guess at it
         verdict = decided(sample.completion, str(gold), answer, own) if gold is not None else None
         if verdict is not None and (own or (well_formed and real == (top if verdict == "correct" else floor))):
-            found.append(Candidate(sample.id, floor if verdict == "correct" else top, True, key))
+            found.append(Candidate(sample.id, floor if verdict == "correct" else top, True, key, tag))
         elif real <= floor + 0.1 * (top - floor) or real >= top - 0.1 * (top - floor):
-            found.append(Candidate(sample.id, top if real - floor < top - real else floor, False, key))
+            found.append(Candidate(sample.id, top if real - floor < top - real else floor, False, key, tag))
     return name, found
 
 
@@ -140,28 +147,40 @@ def _show(shown: list[SampleResult], specs: list[RewardSpec], name: str, candida
     return {"reward": name, "shown": candidate.shown, "real": real, "decided_by_gold": candidate.decided}
 
 
+def _checked_tags(found: list[Candidate], statuses: dict[str, bool]) -> set[str]:
+    """The tags shown as checks: remembered ones as they were, new ones by key, then topped up to ``MIN_CHECKS``
+    with new tags (whole tags, lowest key first, decided by the gold before inverted); ``statuses`` is extended."""
+    tags = {c.tag for c in found if statuses.get(c.tag, c.key < BASE_RATE and c.decided)}
+    ranked = sorted((c for c in found if c.decided), key=lambda c: c.key)
+    ranked += sorted((c for c in found if not c.decided), key=lambda c: c.key)
+    for candidate in ranked:
+        if sum(c.tag in tags for c in found) >= MIN_CHECKS:
+            break
+        if candidate.tag not in statuses:
+            tags.add(candidate.tag)
+    for candidate in found:
+        statuses.setdefault(candidate.tag, candidate.tag in tags)
+    return tags
+
+
 def plant_checks(
-    specs: list[RewardSpec], results: list[SampleResult], secret: bytes
+    specs: list[RewardSpec], results: list[SampleResult], secret: bytes, statuses: dict[str, bool]
 ) -> tuple[list[SampleResult], dict[str, Any]]:
     """The samples as shown (checks in place) and the key: ``planted`` ids, ``checks``, and the ``pool`` that
-    later checks are drawn from."""
+    later checks are drawn from. ``statuses`` (tag -> shown as a check) is read and extended."""
     names = list(results[0].scores)
     name, found = _candidates(specs, names, results, secret)
-    by_gold = sorted((c for c in found if c.decided), key=lambda c: c.key)
-    inverted = sorted((c for c in found if not c.decided), key=lambda c: c.key)
-    # A key below BASE_RATE makes every sample with that key a check (the same answer to the same gold shows the
-    # same score everywhere); no cap, so a sample's status never depends on the other samples sent.
-    keys = {c.key for c in by_gold if c.key < BASE_RATE}
-    for candidate in by_gold + inverted:  # topped up to MIN_CHECKS with whole keys, lowest first
-        if sum(c.key in keys for c in found) >= MIN_CHECKS:
-            break
-        keys.add(candidate.key)
-    chosen = [c for c in found if c.key in keys]
+    remembered = set(statuses)
+    # Every sample with a checked tag is a check (the same answer to the same gold shows the same score
+    # everywhere); no cap, so a sample's status never depends on the other samples sent.
+    tags = _checked_tags(found, statuses)
+    chosen = [c for c in found if c.tag in tags]
     shown = [sample.model_copy(deep=True) for sample in results]
     checks = {str(c.id): _show(shown, specs, name, c) for c in chosen}
     pool = {str(c.id): c.shown for c in found if c not in chosen}
+    fresh = [c for c in found if c.tag not in remembered]
     key = {"planted": sorted(c.id for c in chosen), "checks": checks, "pool": pool, "reward": name}
-    return shown, key
+    return shown, {**key, "only_shown_before": bool(found) and not fresh}
 
 
 def add_check(report: InspectionReport, key: dict[str, Any]) -> None:

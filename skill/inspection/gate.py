@@ -65,7 +65,7 @@ def _check_request(request: ReviewRequest, report: InspectionReport) -> None:
         )
 
 
-def _reasons(report: InspectionReport, request: ReviewRequest, planted: list[int]) -> tuple[list[str], bool]:
+def _reasons(report: InspectionReport, request: ReviewRequest, key: dict[str, Any]) -> tuple[list[str], bool]:
     """Why the gate does not open (empty: it opens), and whether the labels failed to match a read."""
     reasons = [f"Fix the reward: {f.message} {f.fix}".strip() for f in report.flags if f.severity == "blocking"]
     if reward_fingerprint(report.rewards)[0] != report.reward_fingerprint:
@@ -88,6 +88,13 @@ def _reasons(report: InspectionReport, request: ReviewRequest, planted: list[int
             "disagree with the rewards' judgment of it)."
         )
         return reasons, False
+    planted = key.get("planted", [])
+    if not planted and key.get("only_shown_before"):
+        return reasons + [
+            "Every sample of this inspection was shown in an earlier one and none of them carries an attention "
+            "check, so a read of this report cannot be told from agreement. Review the earlier report these "
+            "samples come from, or inspect new samples (generate more, or send samples not shown before)."
+        ], False
     if not planted:
         return reasons + [
             "No attention check could be shown on these samples (no reward gives any sample an "
@@ -137,7 +144,7 @@ def record_review(request: ReviewRequest) -> InspectionReport:
             "report.",
         )
     key = load_key(report.id)
-    reasons, mismatch = _reasons(report, request, key.get("planted", []))
+    reasons, mismatch = _reasons(report, request, key)
     report.review = Review(
         reviewer=request.reviewer,
         reviewer_kind=request.reviewer_kind,

@@ -3,13 +3,15 @@
 The key file (``<id>.key.json``) holds what the reader must not see: which samples are attention
 checks and what they really scored, and the per-reward fingerprint parts at inspection time (to name
 the reward that changed since). The state root's secret (``.attention-secret``, mode 0600) keys the
-choice of checks. No tool or resource serves either. Owns: the reports directory, ``save_report``,
-``load_report``, the key file, the secret. May import: ``inspection.schema``, ``inspection.render``,
-``state``, ``errors``.
+choice of checks, and ``.attention-shown.json`` remembers, per keyed sample, whether it was shown as a
+check, so a sample shown again keeps its status. No tool or resource serves any of them. Owns: the
+reports directory, ``save_report``, ``load_report``, the key file, the secret, the shown statuses. May
+import: ``inspection.schema``, ``inspection.render``, ``state``, ``errors``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -20,7 +22,7 @@ from typing import Any
 from skill.errors import SkillError
 from skill.inspection.render import render_html, render_markdown
 from skill.inspection.schema import InspectionReport
-from skill.state import state_dir, validate_identifier, write_atomically
+from skill.state import exclusive_lock, state_dir, validate_identifier, write_atomically
 
 
 def reports_dir() -> Path:
@@ -98,3 +100,25 @@ def attention_secret() -> bytes:
         finally:
             staged.unlink()
     return bytes.fromhex(path.read_text().strip())
+
+
+@contextlib.contextmanager
+def shown_statuses() -> Iterator[dict[str, bool]]:
+    """Whether each keyed sample shown so far was shown as an attention check, to read and extend in one step:
+    held under a lock (two inspections at once never decide the same sample twice) and written back atomically.
+
+    >>> import os, tempfile
+    >>> os.environ["GRPO_RLVR_HOME"] = tempfile.mkdtemp()
+    >>> with shown_statuses() as statuses:
+    ...     statuses["3fa2"] = True
+    >>> with shown_statuses() as statuses:
+    ...     statuses
+    {'3fa2': True}
+    """
+    path = reports_dir() / ".attention-shown.json"
+    with exclusive_lock(path.with_name(".attention-shown.lock")):
+        statuses = json.loads(path.read_text()) if path.is_file() else {}
+        before = dict(statuses)
+        yield statuses
+        if statuses != before:
+            write_atomically(path, json.dumps(statuses, separators=(",", ":")))

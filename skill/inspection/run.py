@@ -20,7 +20,7 @@ from skill.errors import SkillError
 from skill.inspection.attention import plant_checks
 from skill.inspection.fingerprint import reward_fingerprint
 from skill.inspection.flags import hack_flags, reward_flags, reward_stats, set_flags
-from skill.inspection.reports import attention_secret, save_key, save_report
+from skill.inspection.reports import attention_secret, save_key, save_report, shown_statuses
 from skill.inspection.schema import MAX_SAMPLES, MIN_SAMPLES, InspectionReport, InspectionRequest, SuppliedSample
 from skill.inspection.scoring import score_fresh
 from skill.routing.route import ProbeSpec, load_route, probe_rows
@@ -104,7 +104,8 @@ def inspect_rewards(
     flags += set_flags(request.rewards, stats) + hack_flags(scored.probes) + scored.flags
     if progress is not None:
         progress(2, 3, f"ran {len(scored.probes)} hack probes")
-    shown, key = plant_checks(request.rewards, results, attention_secret())
+    with shown_statuses() as statuses:
+        shown, key = plant_checks(request.rewards, results, attention_secret(), statuses)
     report = InspectionReport(
         id=new_id("insp"),
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -9,7 +9,6 @@ liveness is the pid *and* the process start time, since pids are reused.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -20,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
-from skill.state import state_dir, validate_identifier, write_atomically
+from skill.state import exclusive_lock, state_dir, validate_identifier, write_atomically
 
 RunState = Literal["starting", "running", "succeeded", "failed", "cancelled"]
 FINAL_STATES = ("succeeded", "failed", "cancelled")
@@ -83,12 +82,8 @@ def start_lock() -> Iterator[None]:
     ...     (runs_root() / START_LOCK).is_file()
     True
     """
-    with (runs_root() / START_LOCK).open("a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # each open() is its own lock owner, so threads exclude too
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    with exclusive_lock(runs_root() / START_LOCK):
+        yield
 
 
 def read_record(directory: Path) -> RunRecord:
