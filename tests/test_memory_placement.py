@@ -154,3 +154,28 @@ def test_the_unsloth_row_is_labelled_computed_and_its_logits_figure_checks_out()
     assert round(full_logits_bytes(8, 20480, 128256) / GIB, 1) == 78.3  # the blog's "78.3GB"
     logprob = estimate_components(report.request)[0].logprob
     assert logprob == pytest.approx(76.3, abs=0.05) and abs(logprob - 78.3) / 78.3 < 0.03
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_zero_holds_a_float32_loaded_model_in_bf16_so_it_gathers_and_trains_as_one_loaded_in_bf16(method):
+    # DeepSpeed's engine casts the module to bf16 when bf16 is on (module.bfloat16()), so a float32 load under
+    # ZeRO-3 gathers, shards and saves activations exactly as a bf16 load; DDP keeps the float32 residual stream.
+    fields = {"shape": QWEN_7B, "hardware": HardwareSpec(gpu_model="H100", gpus_per_node=8), "method": method}
+    fields |= {"sharding": "zero3", "use_vllm": False, "activation_checkpointing": False}
+    fp32, bf16 = (estimate_components(MemoryRequest(**fields, dtype=dtype))[0] for dtype in ("float32", "bfloat16"))
+    assert fp32.weight_gather == pytest.approx(bf16.weight_gather)
+    assert 1 <= fp32.weight_gather / (QWEN_7B.parameters() * 2 / GIB) < 1.01  # bf16 (+ LoRA adapters)
+    assert fp32.activations == pytest.approx(bf16.activations)
+    ddp = {**fields, "sharding": "none", "method": "full"}
+    ddp_fp32, ddp_bf16 = (estimate_components(MemoryRequest(**ddp, dtype=d))[0] for d in ("float32", "bfloat16"))
+    assert ddp_fp32.activations > ddp_bf16.activations
+
+
+def test_the_coursia_probe_rows_compare_reserved_memory_and_keep_trl_1_12s_full_logits():
+    rows = [report for report in load_reports() if report.id.startswith("coursia-")]
+    assert len(rows) == 3
+    for report in rows:
+        reserved = float(report.quote.split('"max_vram_reserved_gb": ')[1].split()[0].rstrip(","))
+        assert report.reported_gib == reserved and report.request.logits == "full"
+        assert report.request.method == "qlora" and report.request.beta == 0 and not report.request.use_vllm
+        assert abs(validate(report).relative_error) <= 0.25

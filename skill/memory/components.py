@@ -45,7 +45,7 @@ from skill.memory.placement import (
     model_state_bytes,
     precision_note,
 )
-from skill.memory.precision import autocast_copy_bytes, compute_dtype
+from skill.memory.precision import autocast_copy_bytes, compute_dtype, module_dtype
 from skill.memory.schema import (
     ALLOCATOR_SLACK,
     CPU_PROCESS_GIB,
@@ -348,16 +348,16 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
     assert shape is not None  # with_shape guarantees it
     on_cpu = request.hardware.accelerator == "cpu"
     dtype = weight_dtype(request)
-    b, compute = DTYPE_BYTES[dtype], compute_dtype(request, dtype)  # autocast: half-precision activations, vLLM
+    b, compute, held = DTYPE_BYTES[dtype], compute_dtype(request, dtype), DTYPE_BYTES[module_dtype(request, dtype)]
     processes = training_processes(request)
     if uses_vllm(request):
         check_tensor_parallel(request, processes)
     state = model_state_bytes(request, shape, b, processes)
-    activations, logprob = training_workspace_bytes(request, shape, DTYPE_BYTES[compute], b)
+    activations, logprob = training_workspace_bytes(request, shape, DTYPE_BYTES[compute], held)
     activations += autocast_copy_bytes(request, shape, dtype)
     generation = generation_bytes(request, shape, DTYPE_BYTES[compute])
-    unsharded = request.model_copy(update={"sharding": "none", "offload_parameters": False, "offload_optimizer": False})
-    gather = gathered(request, shape, model_state_bytes(unsharded, shape, b, 1).weights, b)
+    whole = request.model_copy(update={"offload_parameters": False, "offload_optimizer": False})
+    gather = gathered(request, shape, model_state_bytes(whole, shape, b, 1).weights, held)  # as the backend holds it
     overhead_gib = CPU_PROCESS_GIB if on_cpu else CUDA_CONTEXT_GIB
     peaks = phase_peaks(request, state, (activations, logprob), generation, gather, overhead_gib * GIB)
     peak = max(peaks.train, peaks.generate, peaks.sync or 0.0) / GIB

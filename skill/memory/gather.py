@@ -7,9 +7,10 @@ Read from TRL 1.16 (``trl/generation/vllm_generation.py``, ``trl/distributed.py`
   ``DistributedBackend.gather_params(list(model.parameters()))``, i.e. ``deepspeed.zero.GatheredParameters``
   over every parameter at once ("merging adapters in a sharded manner is not supported"), merges the
   adapters, streams the merged weights and unmerges: every trainer rank holds the whole model, in
-  DeepSpeed's parameter dtype (the load dtype, bf16 in every GPU recipe), besides its own shard. In server
-  mode the first sync walks the parameters twice (once for their names and shapes, once to send them),
-  one gather after the other. Without PEFT each parameter is gathered alone; under FSDP2 each parameter is
+  DeepSpeed's parameter dtype (half precision when bf16 / fp16 is enabled, whatever the load dtype:
+  ``memory.precision.module_dtype``), besides its own shard. In server mode the first sync walks the
+  parameters twice (once for their names and shapes, once to send them), one gather after the other.
+  Without PEFT each parameter is gathered alone; under FSDP2 each parameter is
   materialised alone (``full_tensor()``), PEFT or not (PEFT's merge then runs on the sharded parameters, which
   TRL's own comment leaves open: "TODO: does this work with FSDP?"; not verified here).
 - Generation without vLLM under ZeRO-3 (``unwrap_model_for_generation``): ``GatheredParameters`` over every

@@ -7,7 +7,8 @@ recipe's ``model_init_kwargs.dtype``): its weights, gradients and AdamW states a
 reads those from the load dtype) and autocast adds a half-precision copy of every matmul weight: cached
 while the forward runs and kept by autograd for backward (measured on CPU: 8 x 4096^2 float32 Linear
 layers, 512 MiB, held 264 MiB more at the end of an autocast forward). ZeRO and FSDP2 cast their shards
-themselves (no whole copy). On CPU everything stays in the load dtype. TRL 1.16 casts QLoRA adapters to
+themselves (no whole copy); ZeRO holds the module itself in half precision
+(``module_dtype``). On CPU everything stays in the load dtype. TRL 1.16 casts QLoRA adapters to
 bf16; PEFT keeps LoRA adapters in float32.
 
 May import: ``memory.schema``, ``models.shapes``.
@@ -39,6 +40,25 @@ def compute_dtype(request: MemoryRequest, weights: str) -> str:
     if not mixed_precision(request):
         return weights
     return "bfloat16" if request.hardware.bf16 else "float16"
+
+
+def module_dtype(request: MemoryRequest, weights: str) -> str:
+    """The dtype the model's parameters are held in while it trains: DeepSpeed ZeRO with bf16 (fp16) enabled
+    casts the module itself to half precision (``DeepSpeedEngine._configure_distributed_model`` calls
+    ``module.bfloat16()``; under ``zero.Init`` the partitions are created in that dtype), so its residual stream
+    and the whole parameters TRL gathers under ZeRO-3 are half precision whatever the load dtype (TRL 1.16 also
+    keeps LoRA adapters in the base dtype under ZeRO-3: ``autocast_adapter_dtype=False``); float32 master weights
+    live in the optimizer. Every other backend keeps the load dtype.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> module_dtype(MemoryRequest(hardware=HardwareSpec(gpu_model="H100"), sharding="zero3"), "float32")
+    'bfloat16'
+    >>> module_dtype(MemoryRequest(hardware=HardwareSpec(gpu_model="H100")), "float32")
+    'float32'
+    """
+    if request.sharding in ("zero1", "zero2", "zero3") and mixed_precision(request):
+        return compute_dtype(request, weights)
+    return weights
 
 
 def autocast_copy_bytes(request: MemoryRequest, shape: ModelShape, weights: str) -> float:
