@@ -6,7 +6,7 @@ sampling, batch and held-out noise at the stated shape), one failure each across
 (40/100/200 steps), healthy runs at 20/40/100/200 steps, and the project's two measured CPU runs
 reconstructed at the demo's shape. Pure Python, a few seconds.
 
-Run: python bench/health_validation.py [--seeds N] [--healthy-seeds N]
+Run: python bench/health_validation.py [--seeds N] [--healthy-seeds N] [--live]
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ def run(seeds: int = 10, healthy_seeds: int = 10) -> dict:
 
 def live_false_alarms(seeds: int = 3, healthy_seeds: int = 5, every: int = 2) -> dict:
     """Healthy runs as run_status sees them while they train: diagnose on every ``every``-th prefix (from the
-    third point); a run counts once if any prefix raises any warning, and which codes did."""
+    third point), knowing the run's max_steps as run_status does; a run counts once if any prefix raises any
+    warning, and which codes did; ``reads`` and ``alarmed_reads`` count the prefixes."""
     codes: dict[str, int] = defaultdict(int)
-    runs = alarmed = 0
+    runs = alarmed = reads = alarmed_reads = 0
     for labelled in validation_set(seeds, healthy_seeds):
         if labelled.expected is not None:
             continue
@@ -73,11 +74,19 @@ def live_false_alarms(seeds: int = 3, healthy_seeds: int = 5, every: int = 2) ->
                 labelled.max_steps,
             )
             raised |= {w.code for w in warnings}
+            reads += 1
+            alarmed_reads += bool(warnings)
         runs += 1
         alarmed += bool(raised)
         for code in raised:
             codes[code] += 1
-    return {"healthy_runs": runs, "alarmed_at_some_point": alarmed, "codes": dict(codes)}
+    return {
+        "healthy_runs": runs,
+        "alarmed_at_some_point": alarmed,
+        "codes": dict(codes),
+        "reads": reads,
+        "alarmed_reads": alarmed_reads,
+    }
 
 
 def markdown(result: dict) -> str:
@@ -104,7 +113,10 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--healthy-seeds", type=int, default=10)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--live", action="store_true", help="also read healthy runs every 2 steps as they train")
     args = parser.parse_args()
     outcome = run(args.seeds, args.healthy_seeds)
     print(json.dumps(outcome, indent=1) if args.json else markdown(outcome))
     print("other codes raised:", json.dumps(outcome["other_codes"]))
+    if args.live:
+        print("while training:", json.dumps(live_false_alarms(min(args.seeds, 3), 20)))

@@ -1,5 +1,6 @@
 """The labelled validation set: series shaped like TRL's GRPO logs, and run health against it (every failure
-named by its check across seeds and lengths, no warning on healthy runs of several lengths and seeds)."""
+named by its check across seeds and lengths, no warning on healthy runs of several lengths and seeds, finished
+or read every two steps while they train)."""
 
 from __future__ import annotations
 
@@ -104,3 +105,27 @@ def test_detection_table_meets_the_bar():
     table = bench.markdown(result)
     assert "| well_formed_wrong | reward_divergence |" in table and "**all**" in table
     assert len(validation_set(1, 1)) == len(EXPECTED) + len(LENGTHS) + 10
+
+
+def test_healthy_runs_read_while_they_train_rarely_raise_anything():
+    # The bench's live figure: 85 healthy runs (20/40/100/200 steps over 20 seeds, and the reconstructed demo) read
+    # every 2 steps with their max_steps, as run_status reads them. Before sequential reading 12 of the first 25
+    # raised a warning at some point; measured now: 4/85 runs, 12 of 4,060 reads. The bound leaves a run's noise.
+    live = load_bench().live_false_alarms(seeds=3, healthy_seeds=20)
+    assert live["healthy_runs"] == 85 and live["reads"] > 4000
+    assert live["alarmed_at_some_point"] <= 5, live["codes"]
+    assert live["alarmed_reads"] / live["reads"] < 0.005, live
+
+
+@pytest.mark.parametrize(
+    ("seed", "steps", "step", "code"), [(3, 100, 21, "reward_divergence"), (1, 200, 35, "reward_plateau")]
+)
+def test_an_early_read_is_not_judged_as_a_finished_run(seed, steps, step, code):
+    # The same rows: read as step 21 of 100 (format learned, correctness down 0.28 -> 0.16 by the noise of 16
+    # completions a step) or 35 of 200, nothing is shown yet; had the run ended there, they are the failure.
+    labelled = labelled_run("healthy", seed, steps)
+    rows = [row for row in labelled.metrics if row["step"] <= step]
+    run = (labelled.rewards, labelled.max_completion_length, labelled.shape)
+    assert diagnose(rows, *run, steps) == []
+    assert code in [w.code for w in diagnose(rows, *run, step)]
+    assert code in [w.code for w in diagnose(rows, *run, None)]  # length unknown: judged as it stands

@@ -20,7 +20,16 @@ from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
-from skill.runs.store import is_alive, read_jsonl, read_record, run_dir, runs_root
+from skill.runs.store import (
+    METRICS_HEADER,
+    RunRecord,
+    is_alive,
+    planned_steps,
+    read_jsonl,
+    read_record,
+    run_dir,
+    runs_root,
+)
 
 TESTS = Path(__file__).resolve().parent
 REWARDS = [
@@ -121,6 +130,16 @@ def test_gpu_recipe_is_refused_on_this_cpu(tiny_model_dir, dataset):
         run_grpo(RunRequest(recipe=gpu))
 
 
+def test_an_epoch_based_run_is_judged_against_the_length_the_trainer_planned(tmp_path):
+    record = RunRecord(run_id="epochs")
+    assert planned_steps(tmp_path, record) is None  # before training begins nothing says how long it is
+    (tmp_path / METRICS_HEADER).write_text(json.dumps({"reward_review": "reviewed", "max_steps": 120}))
+    assert planned_steps(tmp_path, record) == 120
+    assert planned_steps(tmp_path, record.model_copy(update={"max_steps": 40})) == 40  # the recipe's own length
+    (tmp_path / METRICS_HEADER).write_text("{torn")
+    assert planned_steps(tmp_path, record) is None
+
+
 @pytest.mark.slow
 def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dataset):
     pass_inspection(REWARDS)
@@ -138,6 +157,7 @@ def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dat
     assert "Inspection: insp-" in card and "not reviewed" not in card
     header = json.loads((directory / "metrics.header.json").read_text())
     assert header["reviewed"] is True and header["reward_review"].startswith("reviewed: human tester read and labelled")
+    assert header["max_steps"] == 3  # the trainer's planned length, which run_status reads for epoch-based runs
     assert status.reward_review == header["reward_review"]
     card_recipe = json.loads(card.split("```json", 1)[1].split("```", 1)[0])
     assert card_recipe["trl"]["learning_rate"] == 1e-5 and card_recipe["trl"]["max_steps"] == 3

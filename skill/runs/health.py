@@ -7,7 +7,10 @@ the difference between the means of the first and last k points, k = max(3, n //
 only when it beats both an absolute floor and the noise: the windows' standard error, from the
 spread of step-to-step differences and, where the batch shape is known, never below the binomial
 noise of that many completions, groups or held-out prompts (skill.runs.series). None and NaN (a
-reward that failed on a whole batch) are skipped, not read as zero. The checks and their thresholds:
+reward that failed on a whole batch) are skipped, not read as zero. run_status reads a run again and
+again while it trains: the verdicts on progress (flat, plateaued, diverging) scale their floors to the
+share of max_steps logged so far and raise their z on early reads (series.look_z), so a read at step 20
+of 200 is not judged as if the run had ended there. The checks and their thresholds:
 skill.runs.reward_checks and skill.runs.dynamics_checks; their detection rates on labelled series:
 skill.runs.labelled_series and bench/health_validation.py.
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from skill.recipe.variants import SYMPTOMS
 from skill.rewards.spec import RewardSpec
-from skill.runs.series import BatchShape
+from skill.runs.series import BatchShape, progress
 
 
 class HealthWarning(BaseModel):
@@ -46,6 +46,10 @@ class RunView(NamedTuple):
     def samples(self) -> int | None:
         """Completions behind one training point, when the shape is known."""
         return self.shape.completions if self.shape else None
+
+    def progress(self) -> float:
+        """Share of the planned run (max_steps) logged so far; 1.0 when the length is unknown."""
+        return progress(self.metrics, self.max_steps)
 
 
 def rounded(value: float) -> float:

@@ -28,6 +28,7 @@ from skill.runs.store import (
     RunRecord,
     RunState,
     is_alive,
+    planned_steps,
     process_start_ticks,
     read_jsonl,
     read_record,
@@ -149,13 +150,14 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
     per_step = None
     if len(metrics) >= 2:
         per_step = (metrics[-1]["time"] - metrics[0]["time"]) / max(1, metrics[-1]["step"] - metrics[0]["step"])
-    eta = per_step * (record.max_steps - step) if per_step and record.max_steps and record.state == "running" else None
+    planned = planned_steps(directory, record)
+    eta = per_step * (planned - step) if per_step and planned and record.state == "running" else None
     warnings = []
     if metrics:
         recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
         shape = shape_of(recipe.trl, recipe.launch.training_processes, recipe.evaluation)
         trl = recipe.trl
-        warnings = diagnose(metrics, recipe.rewards, trl.get("max_completion_length"), shape, trl.get("max_steps"))
+        warnings = diagnose(metrics, recipe.rewards, trl.get("max_completion_length"), shape, planned)
     health = [w.model_dump() for w in warnings]
     paths = {
         name: str(directory / name)
@@ -173,7 +175,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         run_id=record.run_id,
         state=record.state,
         step=step,
-        max_steps=record.max_steps,
+        max_steps=planned,
         eta_seconds=eta,
         seconds_per_step=per_step,
         last_metrics=metrics[-points:],

@@ -22,15 +22,21 @@ from typing import Any
 from skill.rewards.spec import RewardSpec
 from skill.runs.health_warning import HealthWarning, RunView, make_warning
 from skill.runs.series import (
+    NOISE_Z,
     REWARD_RISE_ABS,
     Trend,
     falls,
     finite_values,
+    half_gain,
+    hinge_gain,
+    look_z,
     metric_names,
     point_noise,
     proportion_se,
     recent_mean,
     rises,
+    share_se,
+    shown_flat,
     steps_of,
     trend_of,
     window_size,
@@ -67,9 +73,10 @@ LENGTH_GROWTH = 0.30
 # per-reward std (rewards/<name>/std, over the whole batch: between-prompt spread counts too, so this
 # overstates correctness's part of the within-group variance that makes advantages, erring to silence).
 COMPOSITION_SHARE = 0.6
-# Plateau: see plateau(); a gain of 0.1 over the last half is 0.05 a quarter.
+COMPOSITION_Z = 1.0  # the share above it by one standard error of the window's mean share (a level, as CLIPPED_Z)
+# Plateau: see plateau(); a gain of 0.1 over the last half is 0.05 a quarter, shown at NOISE_Z.
 PLATEAU_RISE = 0.1
-PLATEAU_Z = 1.5
+PLATEAU_Z = NOISE_Z
 MIN_PLATEAU_POINTS = 20
 # Same bar as the inspection gate: over 5% failures and the logged mean (failures dropped) lies.
 FAILURE_LIMIT = 0.05
@@ -167,21 +174,27 @@ def no_learning_signal(view: RunView, correct: list[Series]) -> HealthWarning | 
 def reward_divergence(view: RunView) -> list[HealthWarning]:
     """A format/shaping reward rising by at least 0.2 while correctness falls (critical: at least 0.03 and one
     standard error) or, where the format weight is above a fifth of correctness's, is shown not to rise (its gain
-    plus one standard error stays under 0.05; warning). The fall alone is near the noise of a small batch
+    plus half a standard error stays under 0.05; warning). The fall alone is near the noise of a small batch
     (measured: 0.19 -> 0.12 against a standard error of about 0.04 at 16 completions per step); the conjunction
-    with a large format rise makes the pattern, and a slow real rise of correctness is not read as flat."""
+    with a large format rise makes the pattern, and a slow real rise of correctness is not read as flat.
+
+    Those are the verdicts on a finished run. While it trains, "does not rise" is judged at the pace that reaches
+    0.05 by the planned end (series.shown_flat), and every z is this read's sequential boundary (series.look_z):
+    in an equal-weights run format is learned within the first steps while correctness climbs slowly, and one
+    read of twenty steps at 16 completions (a standard error near 0.08) shows that pattern by noise alone."""
     weights = ", ".join(f"{name} {spec.weight:g}" for spec, name in metric_names(view.rewards))
-    found = []
+    found, done = [], view.progress()
     for c_spec, c_name, c_key in reward_keys(view, CORRECTNESS_ROLES):
         c = trend_of(view.metrics, c_key, samples=view.samples())
-        if c is None or c.delta + DIVERGE_FLAT_Z * c.se >= REWARD_RISE_ABS:
+        if c is None or not shown_flat(c, done, DIVERGE_FLAT_Z):
             continue  # correctness may be rising: not shown flat (a fall is flat too)
-        falling = falls(c, floor=DIVERGE_FALL_ABS, z=DIVERGE_FALL_Z)
+        falling = falls(c, floor=DIVERGE_FALL_ABS, z=look_z(DIVERGE_FALL_Z, done))
         target = DIVERGE_WEIGHT_RATIO * c_spec.weight
         for a_spec, a_name, a_key in reward_keys(view, AUXILIARY_ROLES):
             a = trend_of(view.metrics, a_key, samples=view.samples())
             heavy = a_spec.weight > target and c.last < NEAR_MAX * REWARD_MAX
-            if a is None or not rises(a, floor=DIVERGE_AUX_RISE) or not (falling or heavy):
+            aux_rising = a is not None and rises(a, floor=DIVERGE_AUX_RISE, z=look_z(NOISE_Z, done))
+            if not aux_rising or not (falling or heavy):
                 continue
             change = (
                 f"Re-weight: {c_name} {c_spec.weight:g}, {a_name} at most {target:g} (now {weights}), so a "
@@ -268,24 +281,30 @@ def length_growth(view: RunView, correct: list[Series]) -> HealthWarning | None:
     )
 
 
-def _recent_sd(view: RunView, name: str) -> float | None:
-    return recent_mean(view.metrics, f"rewards/{name}/std")
-
-
 def reward_composition(view: RunView) -> list[HealthWarning]:
     """Which reward carries the batch's reward variance (and so the advantages): an auxiliary one carrying over
-    60% while correctness does not rise means the run optimises the auxiliary reward."""
-    spreads = {name: (spec, sd) for spec, name in metric_names(view.rewards) if (sd := _recent_sd(view, name))}
+    60% while correctness does not rise means the run optimises the auxiliary reward.
+
+    The share is read from the last window (k points) and must clear 60% by COMPOSITION_Z standard errors of its
+    window mean (the step-to-step spread of each batch's share over sqrt(k)); "does not rise" is a gain under
+    REWARD_RISE_ABS at the pace that reaches it by the planned end (x view.progress()). The share's z is this
+    read's sequential boundary (look_z): early in a run a 0/1 format reward half learned (variance p (1 - p) near
+    its peak) beside a low correctness reward already carries 60%, and correctness has had no time to rise."""
+    named = metric_names(view.rewards)
+    spreads = {name: (spec, sd) for spec, name in named if (sd := recent_mean(view.metrics, f"rewards/{name}/std"))}
     total = sum((spec.weight * sd) ** 2 for spec, sd in spreads.values())
-    found = []
+    found, done = [], view.progress()
     for c_spec, c_name, c_key in reward_keys(view, CORRECTNESS_ROLES):
         c = trend_of(view.metrics, c_key, samples=view.samples())
-        if total <= 0 or c is None or c.delta >= REWARD_RISE_ABS:
+        if total <= 0 or c is None or c.delta >= REWARD_RISE_ABS * done:
             continue
         for a_spec, a_name, _ in reward_keys(view, AUXILIARY_ROLES):
             share = (a_spec.weight * spreads[a_name][1]) ** 2 / total if a_name in spreads else 0.0
             if share < COMPOSITION_SHARE:
                 continue
+            noise = share_se(view.metrics, {name: spec.weight for name, (spec, _) in spreads.items()}, a_name)
+            if share - look_z(COMPOSITION_Z, done) * noise < COMPOSITION_SHARE:
+                continue  # not shown above the limit
             c_share = (c_spec.weight * spreads[c_name][1]) ** 2 / total if c_name in spreads else 0.0
             target = DIVERGE_WEIGHT_RATIO * c_spec.weight
             found.append(
@@ -296,28 +315,13 @@ def reward_composition(view: RunView) -> list[HealthWarning]:
                     f"and {c_name} {c_share:.0%}: the advantages mostly rank {a_name}, so {c_name} stays at "
                     f"{c.last:.3g} ({c.first:.3g} at the start).",
                     evidence={f"{a_name}_variance_share": share, f"{c_name}_variance_share": c_share}
+                    | {f"{a_name}_variance_share_se": noise}
                     | _ends(c_name, c),
                     change=f"Lower {a_name}'s weight to at most {target:g} (a fifth of {c_name}'s), or make "
                     f"{a_name} pass-or-fail on what the task needs so it stops ranking completions on its own.",
                 )
             )
     return found
-
-
-def half_gain(values: list[float]) -> tuple[float, float]:
-    """Least-squares gain across ``values`` (slope x span) and its standard error from the residuals.
-
-    >>> gain, se = half_gain([0.1, 0.2, 0.3, 0.4, 0.5])
-    >>> round(gain, 3), round(se, 3)
-    (0.4, 0.0)
-    """
-    n = len(values)
-    x_mean, y_mean = (n - 1) / 2, statistics.fmean(values)
-    sxx = sum((i - x_mean) ** 2 for i in range(n))
-    slope = sum((i - x_mean) * (y - y_mean) for i, y in enumerate(values)) / sxx
-    residuals = [y - (y_mean + slope * (i - x_mean)) for i, y in enumerate(values)]
-    sigma = math.sqrt(sum(r * r for r in residuals) / max(1, n - 2))
-    return slope * (n - 1), sigma / math.sqrt(sxx) * (n - 1)
 
 
 def _heldout_half_gain(view: RunView, key: str, top: float) -> tuple[float, float] | None:
@@ -334,27 +338,33 @@ def _heldout_half_gain(view: RunView, key: str, top: float) -> tuple[float, floa
 
 
 def plateau(view: RunView, correct: list[Series]) -> list[HealthWarning]:
-    """Over the last half of the run (at least 10 points), the least-squares gain stays under 0.1 even
-    PLATEAU_Z standard errors above its estimate (flatness must be shown, not a rise merely missed in the
-    noise; the error is at least the binomial one of the batch; with held-out evaluations, their gain over
-    their last half is pooled in by inverse variance: the same progress measured on a fixed sample), while
-    the last half's mean is below 0.8 of the reward's maximum (near the top, flat is done, not stuck)."""
-    found = []
+    """Over the last half of the run (at least 10 points), the gain stays under 0.1 even PLATEAU_Z standard errors
+    above its estimate (flatness must be shown, not a rise merely missed in the noise), while the last half's mean
+    is below 0.8 of the reward's maximum (near the top, flat is done, not stuck).
+
+    The gain: series.hinge_gain (per-point noise at least the step-to-step spread and the batch's binomial noise),
+    pooled by inverse variance with the held-out gain over the last half of the evaluations (the same progress on
+    a fixed sample). While the run trains, 0.1 becomes the pace that reaches it over half the planned run (x
+    view.progress(): at step 20 of 200 the last half is ten steps) and PLATEAU_Z this read's boundary (look_z).
+    PLATEAU_Z is NOISE_Z, not 1.5: run_status reads a run tens of times near its end, and the slowest healthy
+    learners gain little over 0.1 in a last half whose gain has a standard error of 0.05-0.09."""
+    found, done = [], view.progress()
     for label, key, top in correct:
         values = finite_values(view.metrics, key)
         if len(values) < MIN_PLATEAU_POINTS or max(values) > top:
             continue  # too short to split the last half, or the reward's scale is unknown
         half = values[len(values) // 2 :]
-        gain, se = half_gain(half)
+        noise = point_noise(values)
         if view.shape and top == REWARD_MAX:
-            se = max(se, proportion_se(statistics.fmean(half), view.shape.completions) * math.sqrt(12 / len(half)))
+            noise = max(noise, proportion_se(statistics.fmean(half), view.shape.completions))
+        gain, se = hinge_gain(values, noise)
         held = _heldout_half_gain(view, key, top)
         if held is not None:  # the same progress measured twice: pool by inverse variance
             weights = (1 / se**2, 1 / held[1] ** 2)
             gain = (gain * weights[0] + held[0] * weights[1]) / sum(weights)
             se = 1 / math.sqrt(sum(weights))
         level = statistics.fmean(half)
-        if level >= NEAR_MAX * top or gain + PLATEAU_Z * se >= PLATEAU_RISE:
+        if level >= NEAR_MAX * top or gain + look_z(PLATEAU_Z, done) * se >= PLATEAU_RISE * done:
             continue
         found.append(
             make_warning(

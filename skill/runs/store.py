@@ -120,6 +120,22 @@ def is_alive(record: RunRecord) -> bool:
     return state != "Z"
 
 
+METRICS_HEADER = "metrics.header.json"  # beside metrics.jsonl: the run's reward review and its planned length
+
+
+def planned_steps(directory: Path, record: RunRecord) -> int | None:
+    """The run's length in optimizer steps: the recipe's max_steps, else what the trainer planned from the
+    epochs (written to the metrics header when training begins); None before that is known."""
+    if record.max_steps:
+        return record.max_steps
+    header = directory / METRICS_HEADER
+    try:
+        planned = json.loads(header.read_text()).get("max_steps") if header.is_file() else None
+    except (OSError, json.JSONDecodeError):
+        return None
+    return planned if isinstance(planned, int) and planned > 0 else None
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Lines of a JSONL file; a torn last line (a writer killed mid-write) is skipped."""
     if not path.is_file():

@@ -37,13 +37,20 @@ from skill.recipe.schema import GRPORecipe
 from skill.recipe.trl_contract import build_grpo_config
 from skill.rewards.registry import build_reward_functions
 from skill.runs.plots import plot_reward_curve
-from skill.runs.store import append_jsonl, keep_steps_up_to, read_jsonl, read_record, write_record
+from skill.runs.store import (
+    METRICS_HEADER,
+    append_jsonl,
+    keep_steps_up_to,
+    read_jsonl,
+    read_record,
+    write_record,
+)
 from skill.runs.vllm_cpu import install_cpu_weight_sync, write_engine_settings
+from skill.state import write_atomically
 
 KEEP_CHECKPOINTS = 2
 COMPLETIONS_PER_STEP = 4
 DUMP_RANK_STATE_ENV = "GRPO_RLVR_DUMP_RANK_STATE"
-METRICS_HEADER = "metrics.header.json"  # the run's reward review, beside metrics.jsonl
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -113,6 +120,24 @@ def evaluation_line(step: int, logs: dict[str, Any]) -> str:
     return f"held-out eval at step {step}: reward={logs.get('eval_reward', float('nan')):.3f} {scores}".rstrip()
 
 
+def completion_rows(logs_store: dict[str, Any] | None, step: int) -> list[dict[str, Any]]:
+    """The step's last completions as TRL keeps them for its own logging (prompt, completion, each reward)."""
+    if not logs_store or not logs_store.get("completion"):
+        return []
+    completions = list(logs_store["completion"])[-COMPLETIONS_PER_STEP:]
+    prompts = list(logs_store["prompt"])[-COMPLETIONS_PER_STEP:]
+    rewards = {name: list(values)[-COMPLETIONS_PER_STEP:] for name, values in logs_store["rewards"].items()}
+    return [
+        {
+            "step": step,
+            "prompt": prompt,
+            "completion": completion,
+            "rewards": {name: values[index] for name, values in rewards.items() if index < len(values)},
+        }
+        for index, (prompt, completion) in enumerate(zip(prompts, completions, strict=False))
+    ]
+
+
 def _make_callback(run_dir: Path, max_steps: int):
     from transformers import TrainerCallback
 
@@ -122,8 +147,18 @@ def _make_callback(run_dir: Path, max_steps: int):
         def __init__(self) -> None:
             self.trainer: Any = None
             self.started = time.time()
+            self.max_steps = max_steps
             # A resume re-runs eval_on_start at a step already evaluated before the kill: keep one row per step.
             self.evaluated = {row["step"] for row in read_jsonl(run_dir / "metrics.jsonl") if "eval_loss" in row}
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            """The planned length (from max_steps or the epochs) into the metrics header: run_status reads it."""
+            self.max_steps = state.max_steps
+            header = run_dir / METRICS_HEADER
+            if state.is_world_process_zero and state.max_steps > 0 and header.is_file():
+                write_atomically(
+                    header, json.dumps({**json.loads(header.read_text()), "max_steps": state.max_steps}, indent=1)
+                )
 
         def log_evaluation(self, step: int, logs: dict[str, Any]) -> None:
             """TRL's held-out evaluation (eval_* keys) as its own row of metrics.jsonl, and one progress line."""
@@ -141,20 +176,8 @@ def _make_callback(run_dir: Path, max_steps: int):
                 return
             row = {"step": state.global_step, "time": time.time(), **logs}
             append_jsonl(run_dir / "metrics.jsonl", row)
-            logs_store = getattr(self.trainer, "_logs", None)
-            if logs_store and logs_store.get("completion"):
-                completions = list(logs_store["completion"])[-COMPLETIONS_PER_STEP:]
-                prompts = list(logs_store["prompt"])[-COMPLETIONS_PER_STEP:]
-                rewards = {name: list(values)[-COMPLETIONS_PER_STEP:] for name, values in logs_store["rewards"].items()}
-                rows = [
-                    {
-                        "step": state.global_step,
-                        "prompt": prompt,
-                        "completion": completion,
-                        "rewards": {name: values[index] for name, values in rewards.items() if index < len(values)},
-                    }
-                    for index, (prompt, completion) in enumerate(zip(prompts, completions, strict=False))
-                ]
+            rows = completion_rows(getattr(self.trainer, "_logs", None), state.global_step)
+            if rows:
                 append_jsonl(run_dir / "completions.jsonl", *rows)
             per_reward = " ".join(
                 f"{k.split('/')[1]}={v:.3f}"
@@ -163,7 +186,7 @@ def _make_callback(run_dir: Path, max_steps: int):
             )
             elapsed = time.time() - self.started
             print(
-                f"step {state.global_step}/{max_steps} reward={logs.get('reward', float('nan')):.3f} {per_reward} "
+                f"step {state.global_step}/{self.max_steps} reward={logs.get('reward', float('nan')):.3f} {per_reward} "
                 f"({elapsed:.0f} s)",
                 flush=True,
             )
