@@ -2,7 +2,7 @@
 
 Each figure: the median over repeats, the spread, the reference measured in the same run, the ratio,
 and whether the target is met. A figure that cannot be measured here says so ("not measured").
-Run: python bench/run_all.py [--quick] [--skip-demo]
+Run: python bench/run_all.py [--quick] [--skip-demo] [--only KEY,KEY]
 """
 
 from __future__ import annotations
@@ -334,6 +334,22 @@ def render(info: dict, results: dict) -> str:
     return "\n".join(lines)
 
 
+def refresh(output: Path, benchmarks: dict, keys: list[str]) -> int:
+    """Re-measure some figures and keep the others from RESULTS.json; each refreshed one carries its own date
+    (figures that are ratios are only comparable within one full run, so refresh accuracy figures, not speeds)."""
+    unknown = sorted(set(keys) - set(benchmarks))
+    if unknown:
+        print(f"unknown keys {unknown}; choose from {sorted(benchmarks)}", file=sys.stderr)
+        return 2
+    saved = json.loads(output.with_suffix(".json").read_text())
+    for key in keys:
+        label, call = benchmarks[key]
+        saved[key] = {**_run(label, call), "measured_at": time.strftime("%Y-%m-%d %H:%M %Z")}
+    output.with_suffix(".json").write_text(json.dumps(saved, default=str, indent=1))
+    output.write_text(render(saved.pop("machine"), saved))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run of every benchmark)")
@@ -341,6 +357,7 @@ def main() -> int:
     parser.add_argument("--demo-json", type=Path, help="reuse a measured demo result (bench/demo_result.json)")
     parser.add_argument("--render-only", action="store_true", help="re-render RESULTS.md from RESULTS.json")
     parser.add_argument("--output", type=Path, default=BENCH / "RESULTS.md")
+    parser.add_argument("--only", help="re-measure these RESULTS.json keys (comma-separated), keep the rest")
     args = parser.parse_args()
     if args.render_only:
         saved = json.loads(args.output.with_suffix(".json").read_text())
@@ -348,19 +365,20 @@ def main() -> int:
         return 0
     os.environ.setdefault("GRPO_RLVR_HOME", str(Path.home() / ".cache" / "grpo-rlvr-bench"))
     quick = args.quick
-    results = {
-        "startup": _run("startup", lambda: _load("startup").measure(2 if quick else 7)),
-        "tool_latency": _run("tool_latency", lambda: _load("tool_latency").measure(5 if quick else 200)),
-        "sandbox_throughput": _run("sandbox", lambda: _load("sandbox_throughput").measure(8 if quick else 64)),
-        "inspection_speed": _run("inspection", lambda: _load("inspection_speed").measure(100, 1 if quick else 3)),
-        "runner_overhead": _run(
-            "runner", lambda: _load("runner_overhead").measure(3 if quick else 20, 1 if quick else 2)
-        ),
-        "memory_accuracy": _run("memory", memory_accuracy),
-        "weights_moved": _run("weights_moved", lambda: _load("weights_moved").measure(steps=2 if quick else 10)),
-        "vllm_generation": _run("vllm", lambda: vllm_generation(quick)),
-        **_load("validation_sections").measure_all(_run, quick),
+    benchmarks = {
+        "startup": ("startup", lambda: _load("startup").measure(2 if quick else 7)),
+        "tool_latency": ("tool_latency", lambda: _load("tool_latency").measure(5 if quick else 200)),
+        "sandbox_throughput": ("sandbox", lambda: _load("sandbox_throughput").measure(8 if quick else 64)),
+        "inspection_speed": ("inspection", lambda: _load("inspection_speed").measure(100, 1 if quick else 3)),
+        "runner_overhead": ("runner", lambda: _load("runner_overhead").measure(3 if quick else 20, 1 if quick else 2)),
+        "memory_accuracy": ("memory", memory_accuracy),
+        "weights_moved": ("weights_moved", lambda: _load("weights_moved").measure(steps=2 if quick else 10)),
+        "vllm_generation": ("vllm", lambda: vllm_generation(quick)),
+        **_load("validation_sections").validation_benchmarks(quick),
     }
+    if args.only:
+        return refresh(args.output, benchmarks, args.only.split(","))
+    results = {key: _run(label, call) for key, (label, call) in benchmarks.items()}
     if args.demo_json:
         results["demo"] = {"ok": True, "result": json.loads(args.demo_json.read_text())["demo"]}
     elif not args.skip_demo:

@@ -53,6 +53,7 @@ class ValidationRow(BaseModel):
 
     report: PublishedReport
     estimated_gib: float
+    estimated_share: float = Field(description="The estimated peak over the device's capacity.")
     estimated_fits: bool
     verdict_agrees: bool
     relative_error: float | None
@@ -84,6 +85,7 @@ def validate(report: PublishedReport) -> ValidationRow:
     return ValidationRow(
         report=report,
         estimated_gib=estimate.peak_gib,
+        estimated_share=estimate.peak_gib / estimate.capacity_gib,
         estimated_fits=estimate.fits,
         verdict_agrees=verdict,
         relative_error=error,
@@ -106,6 +108,7 @@ def validation_summary() -> dict[str, object]:
     rows = validation_rows()
     errors = [abs(row.relative_error) for row in rows if row.relative_error is not None]
     agreeing = sum(row.verdict_agrees for row in rows)
+    close = [row for row in rows if abs(row.estimated_share - 1) <= TOLERANCE]
     return {
         "rows": len(rows),
         "verdict_agreement": f"{agreeing}/{len(rows)}",
@@ -118,6 +121,8 @@ def validation_summary() -> dict[str, object]:
         "median_absolute_error": round(statistics.median(errors), 3) if errors else None,
         "within_tolerance": f"{sum(error <= TOLERANCE for error in errors)}/{len(errors)}",
         "disagreeing": [row.report.id for row in rows if row.agreement == "disagrees"],
+        # A verdict far from the capacity is easy; rows estimated within 25% of it are where the model is tested.
+        "close_calls": f"{sum(row.verdict_agrees for row in close)}/{len(close)}",
     }
 
 
