@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from skill.runs.health import diagnose
-from skill.runs.labelled_series import EXPECTED, LENGTHS, labelled_run, measured_runs, validation_set
+from skill.runs.labelled_series import EXPECTED, LENGTHS, labelled_run, measured_runs, real_demo_run, validation_set
 from skill.runs.series import BatchShape, finite_values, first_last_means
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "health_validation.py"
@@ -95,16 +95,28 @@ def test_the_projects_measured_runs():
             assert codes[0] == "reward_divergence", (labelled.seed, codes)
 
 
+def test_the_real_demo_is_told_nothing_while_it_learns_and_solved_at_the_end():
+    # The demo's own rows (2026-12-01). Before: entropy_collapse from step 12 on, while held-out rose 0.03 -> 0.81.
+    demo = real_demo_run()
+    run = (demo.rewards, demo.max_completion_length, demo.shape, demo.max_steps)
+    raised = {}
+    for step in range(3, 41):
+        codes = [w.code for w in diagnose([row for row in demo.metrics if row["step"] <= step], *run)]
+        if codes:
+            raised[step] = codes
+    assert raised == {40: ["no_learning_signal_all_pass"]}
+
+
 def test_detection_table_meets_the_bar():
     bench = load_bench()
     result = bench.run(seeds=10, healthy_seeds=10)
     assert result["healthy_runs"] >= 30 and result["false_alarms"] == 0
     assert result["detected"] >= 0.9 * result["failing_runs"]
     assert result["named_first"] >= 0.9 * result["failing_runs"]
-    assert set(result["labels"]) == set(EXPECTED) | {"healthy", "measured_demo", "measured_equal_weights"}
+    assert set(result["labels"]) == set(EXPECTED) | {"healthy", "measured_demo", "measured_equal_weights", "real_demo"}
     table = bench.markdown(result)
     assert "| well_formed_wrong | reward_divergence |" in table and "**all**" in table
-    assert len(validation_set(1, 1)) == len(EXPECTED) + len(LENGTHS) + 10
+    assert len(validation_set(1, 1)) == len(EXPECTED) + len(LENGTHS) + 11
 
 
 def test_healthy_runs_read_while_they_train_rarely_raise_anything():

@@ -13,16 +13,19 @@ those of the stated shape. What each failure looks like (the curves) is in FAILU
 runs draw their curves from ranges (``healthy_profile``).
 
 The two measured runs of this project (DESIGN.md §5, bench/demo_result.json) are reconstructed at the
-demo's shape from their reported first/last-10-step means (``measured_runs``): their per-step rows were
-not kept, so their noise is the simulator's at that shape.
+demo's shape from their reported first/last-10-step means (``measured_runs``), and the demo's own rows
+as its worker logged them (``demo_metrics.jsonl``, `grpo-rlvr demo --yes` on 2 CPU cores, 2026-12-01)
+are a healthy run as they are (``real_demo_run``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from skill.rewards.spec import RewardSpec
@@ -142,7 +145,8 @@ def _failure_overrides(label: str, rng: random.Random, base: dict[str, Any]) -> 
         "truncation": lambda: {"length": linear(u(0.8, 0.85) * 512, u(0.95, 1.05) * 512), "max_len": 512},
         "entropy_collapse": lambda: {
             "entropy": decay(e0 := u(0.6, 1.2), e0 * u(0.03, 0.2)),
-            "correct": rise_then_flat(c0, c0 + u(0.05, 0.15), 0.3),  # what collapse does: learning stalls
+            "correct": rise_then_flat(c0, c0 + (stall := u(0.05, 0.15)), 0.3),  # what collapse does: learning stalls
+            "heldout": rise_then_flat(c0, c0 + stall, 0.3),  # on held-out prompts too
         },
         "kl_blowup": lambda: {"kl": decay(u(0.002, 0.01), u(0.3, 1.5))},
         "gradient_spike": lambda: {"spikes": rng.randint(1, 3), "spike_ratio": u(50, 200)},
@@ -275,10 +279,22 @@ def labelled_run(label: str, seed: int, steps: int = 40, shape: BatchShape | Non
 
 def validation_set(seeds: int = 10, healthy_seeds: int = 10) -> list[LabelledRun]:
     """Every failure at ``seeds`` seeds (lengths cycling through 40, 100, 200 steps) and healthy runs at every
-    length in LENGTHS x ``healthy_seeds`` (40 runs by default), plus the measured runs at 5 seeds each."""
+    length in LENGTHS x ``healthy_seeds`` (40 runs by default), plus the measured runs at 5 seeds each and the
+    real demo's rows."""
     runs = [labelled_run(label, seed, steps=(40, 100, 200)[seed % 3]) for label in EXPECTED for seed in range(seeds)]
     runs += [labelled_run("healthy", seed, steps) for steps in LENGTHS for seed in range(healthy_seeds)]
-    return runs + measured_runs(range(5))
+    return runs + measured_runs(range(5)) + [real_demo_run()]
+
+
+def real_demo_run() -> LabelledRun:
+    """The demo's metrics.jsonl as its worker wrote it (40 steps, 2 prompts x 8, 16 tokens, correctness 1.0 /
+    format 0.2, held-out every 5 steps; correctness 0.31 -> 0.84, held-out 0.03 -> 0.75, entropy 1.5 -> 0.08
+    nats). It learns all the way; by its last step three groups in four are all-pass, which is what a
+    practitioner would be told then: the prompts are solved (and nothing before that)."""
+    path = Path(__file__).with_name("demo_metrics.jsonl")
+    metrics = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    solved = EXPECTED["all_pass"]
+    return LabelledRun("real_demo", solved, 0, metrics, rewards_for(CORRECTNESS_LED), DEMO_SHAPE, 16, 40)
 
 
 DEMO_SHAPE = BatchShape(16, 8, 16, 2)  # 2 prompts x 8 generations per step; the default CPU held-out sample
