@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
+import string
 import subprocess
 import sys
 import tempfile
@@ -59,7 +61,8 @@ def _per_step(times: list[float]) -> float:
 
 
 def passed_inspection(specs) -> None:
-    """Inspect ``specs`` on 60 addition samples and record a review that passes the gate (bench setup only)."""
+    """Inspect ``specs`` on 60 addition samples and record a review that passes the gate (bench setup only). The
+    replies without an answer are worded anew each time: a read passes only on answers no inspection showed."""
     from skill.data import addition_rows
     from skill.inspection.gate import record_review
     from skill.inspection.run import inspect_rewards
@@ -68,7 +71,7 @@ def passed_inspection(specs) -> None:
     samples = [
         SuppliedSample(
             prompt=r["prompt"],
-            completion=r["answer"] if i % 3 else "no idea",
+            completion=r["answer"] if i % 3 else "no idea, " + "".join(random.choices(string.ascii_lowercase, k=12)),
             columns={"answer": r["answer"]},
             group=i // 6,
         )
@@ -76,9 +79,10 @@ def passed_inspection(specs) -> None:
     ]
     report = inspect_rewards(InspectionRequest(rewards=specs, samples=samples))
     planted = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["planted"]
-    record_review(
-        ReviewRequest(report_id=report.id, reviewer="bench", labels={s.id: s.id not in planted for s in report.samples})
-    )
+    labels = {s.id: s.id not in planted for s in report.samples}
+    review = record_review(ReviewRequest(report_id=report.id, reviewer="bench", labels=labels))
+    if review.verdict != "passed":
+        raise RuntimeError(f"bench setup: the review did not pass: {review.verdict_reasons}")
 
 
 def measure(steps: int = 20, rounds: int = 2) -> dict[str, float]:

@@ -7,11 +7,13 @@ the last test goes through inspect_rewards and record_review as a user would.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+from new_answers import pass_review
 from test_inspection import SOUND, tagged_samples
 
-from skill.inspection.attention import MIN_CHECKS, plant_checks
-from skill.inspection.gate import record_review
+from skill.inspection.attention import MIN_CHECKS, MIN_NEW_ANSWERS, plant_checks, review_blocker
+from skill.inspection.gate import open_gate, record_review
 from skill.inspection.reports import load_key
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SampleResult
@@ -69,24 +71,69 @@ def test_new_samples_sent_with_old_ones_still_get_checks():
     shown_scores(scored(60, seed=1), secret, statuses)
     mixed = scored(60, seed=1)[:10] + scored(50, seed=3)
     shown, key = plant_checks(SPECS, [r.model_copy(update={"id": i}) for i, r in enumerate(mixed)], secret, statuses)
-    assert len(key["planted"]) >= MIN_CHECKS and not key["only_shown_before"]
+    assert key["new_answers"] >= MIN_NEW_ANSWERS and review_blocker(key) is None
+    assert len([i for i in key["planted"] if i >= 10]) >= MIN_CHECKS  # among the new samples
 
 
-def test_a_report_of_old_samples_without_a_check_asks_for_the_earlier_report_or_new_samples():
-    samples = tagged_samples(96, seed=7)
+def blocked(report) -> list[str]:
+    return [f.message for f in report.flags if f.code == "read_cannot_pass"]
+
+
+def test_old_answers_take_no_read_and_the_refusal_never_says_which_were_checks():
+    samples = tagged_samples(96)
     first = inspect_rewards(InspectionRequest(rewards=SOUND, samples=samples))
+    assert not blocked(first)
     planted = set(load_key(first.id)["planted"])
-    rest = [
-        s
-        for i, s in enumerate(samples)
-        if i not in planted and samples[i].completion not in {samples[p].completion for p in planted}
-    ]
-    assert len(rest) >= 50
-    second = inspect_rewards(InspectionRequest(rewards=SOUND, samples=rest[:100]))
-    key = load_key(second.id)
-    assert key["planted"] == [] and key["only_shown_before"]
+    with_checks = {samples[i].completion for i in planted}
+    plain = [s for i, s in enumerate(samples) if i not in planted and s.completion not in with_checks]
+    checked = [samples[i] for i in sorted(planted)]
+    assert len(plain) >= 50 and checked
+    # Old answers alone: one without any check, one holding the checks; each is told the same before a read,
+    # and no labelling of either passes (agree with all; disagree exactly where the checks are).
+    without = inspect_rewards(InspectionRequest(rewards=SOUND, samples=plain[:60]))
+    holding = inspect_rewards(InspectionRequest(rewards=SOUND, samples=plain[: 60 - len(checked)] + checked))
+    assert load_key(without.id)["planted"] == [] and load_key(holding.id)["planted"]
+    assert blocked(without) == blocked(holding) != []
     agreed = record_review(
-        ReviewRequest(report_id=second.id, reviewer="bot", labels={s.id: True for s in second.samples})
+        ReviewRequest(report_id=without.id, reviewer="bot", labels={s.id: True for s in without.samples})
     )
-    assert agreed.verdict == "failed"
-    assert any("shown in an earlier one" in reason for reason in agreed.verdict_reasons)
+    spotted = {s.id: s.id not in load_key(holding.id)["planted"] for s in holding.samples}
+    found = record_review(ReviewRequest(report_id=holding.id, reviewer="bot", labels=spotted))
+    assert agreed.verdict == found.verdict == "failed" and agreed.verdict_reasons == found.verdict_reasons
+    assert found.review_attempts == 0  # not counted as a wrong read: there was nothing a read could pass
+    # With enough new answers the same old samples are readable again, and a read passes.
+    again = inspect_rewards(InspectionRequest(rewards=SOUND, samples=plain[:20] + tagged_samples(60)))
+    assert not blocked(again) and load_key(again.id)["new_answers"] >= MIN_NEW_ANSWERS
+    pass_review(again)
+
+
+def test_copies_of_one_answer_take_no_read():
+    one = tagged_samples(6)[0]
+    wrong = random.randint(10**5, 10**6)  # an answer never sent before, sixty times in sixty wordings
+    copies = [
+        one.model_copy(update={"completion": f"<think>Way {w}.</think><answer>{wrong}</answer>"})
+        for w in "abcdefghijklmnopqrstuvwxyz" * 3
+    ]
+    report = inspect_rewards(InspectionRequest(rewards=SOUND, samples=copies[:60]))
+    assert "Only 1 distinct answer" in blocked(report)[0]
+    for labels in ({s.id: False for s in report.samples}, {s.id: True for s in report.samples}):
+        assert record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=labels)).verdict == "failed"
+
+
+def test_a_run_keeps_the_inspection_it_started_on_when_another_passes_meanwhile():
+    rewards = [SOUND[0].model_copy(update={"weight": 0.23}), SOUND[1]]  # a reward set no other test passes
+    first = pass_review(inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples())))
+    later = pass_review(inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples())))
+    assert open_gate(rewards).inspection_id == later.id  # a new run starts on the newest
+    assert open_gate(rewards, preferred=first.id).inspection_id == first.id  # the training process of an older one
+    assert open_gate(rewards, preferred="insp-gone").inspection_id == later.id
+    unread = inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples()))
+    record_review(ReviewRequest(report_id=unread.id, reviewer="bot", accept_unread=True, accept_unread_reason="t"))
+    assert open_gate(rewards, preferred=unread.id).inspection_id == later.id  # a read beats an unread one
+
+
+def test_the_skill_and_the_readme_state_the_minimum_of_new_answers():
+    root = Path(__file__).resolve().parent.parent
+    for name in ("SKILL.md", "README.md"):
+        text = " ".join((root / name).read_text().split())
+        assert f"at least {MIN_NEW_ANSWERS} distinct answers" in text, name

@@ -349,9 +349,10 @@ def test_a_tool_on_a_full_disk_names_the_disk_not_a_missing_path(full_disk, monk
     assert [path.name for path in full_disk.rglob("*.tmp")] == []
 
 
-def test_the_cli_names_a_full_disk_too(full_disk, capsys):
+def test_the_cli_names_a_full_disk_too(full_disk, capsys, monkeypatch):
     from server.cli import main
 
+    monkeypatch.setenv(STATE_ROOT_ENV, os.environ[STATE_ROOT_ENV])  # --state-root sets it: restored after the test
     code = main(["--state-root", str(full_disk / "state"), "route", "--signal", "math_answer"])
     assert code == 2
     assert "the disk is full" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import string
 import sys
 from pathlib import Path
 
@@ -349,23 +350,22 @@ def _twins(report, key):
 
 def test_an_agent_that_never_reads_cannot_open_the_gate(tiny_model_dir, dataset):
     rewards = [SOUND[0].model_copy(update={"weight": 0.17}), SOUND[1]]  # a reward set no other test passes
-    samples = tagged_samples()
-    agent = Agent(limit=90)
+    agent = Agent(limit=100)
+    sent = {}  # report id -> the samples it was made from (what the agent sent)
 
-    def fresh():
-        return agent(inspect_rewards, InspectionRequest(rewards=rewards, samples=samples))
+    def fresh(samples=None):
+        samples = samples or tagged_samples()  # new answers each time: a report a read could pass
+        report = agent(inspect_rewards, InspectionRequest(rewards=rewards, samples=samples))
+        sent[getattr(report, "id", None)] = samples
+        return report
 
     def review(report, labels=None, **extra):
         request = {"report_id": report.id, "reviewer": "agent", "reviewer_kind": "agent", "labels": labels or {}}
         return agent(lambda: record_review(ReviewRequest(**request, **extra)))
 
-    def rescored(variant):
+    def rescored(variant):  # re-inspect (a variant of) the samples the report was made from, then compare
         def labels(report):
-            other = (
-                fresh()
-                if variant is samples
-                else agent(inspect_rewards, InspectionRequest(rewards=rewards, samples=variant))
-            )
+            other = agent(inspect_rewards, InspectionRequest(rewards=rewards, samples=variant(sent[report.id])))
             return {s.id: s.id >= len(other.samples) or s.scores == other.samples[s.id].scores for s in report.samples}
 
         return labels
@@ -384,10 +384,10 @@ def test_an_agent_that_never_reads_cannot_open_the_gate(tiny_model_dir, dataset)
         "agree with all": lambda r: {s.id: True for s in r.samples},
         "disagree with all": lambda r: {s.id: False for s in r.samples},
         "label only 50": lambda r: {s.id: True for s in r.samples[:50]},
-        "re-score the same samples": rescored(samples),
-        "re-score a subset": rescored(samples[:55]),
-        "re-score a superset": rescored(samples + tagged_samples(120, seed=9)[:40]),
-        "re-score reworded prompts": rescored(reworded(samples)),
+        "re-score the same samples": rescored(lambda sent: sent),
+        "re-score a subset": rescored(lambda sent: sent[:55]),
+        "re-score a superset": rescored(lambda sent: sent + tagged_samples(120, seed=9)[:40]),
+        "re-score reworded prompts": rescored(reworded),
         "twins by text": lambda r: {
             s.id: s.id not in _twins(r, lambda x: (json.dumps(x.prompt), x.completion)) for s in r.samples
         },
@@ -402,12 +402,19 @@ def test_an_agent_that_never_reads_cannot_open_the_gate(tiny_model_dir, dataset)
     for name, strategy in strategies.items():
         report = fresh()
         verdicts[name] = review(report, strategy(report)).verdict
+    # One answer sent sixty times, worded sixty ways: every copy is a check or none is, so "disagree with all"
+    # would pass whenever it is one; a report without ten new answers takes no read.
+    one = tagged_samples(6, seed=3)[0]
+    gold = one.columns["answer"]
+    worded = [f"<think>Way {w}.</think><answer>{gold}</answer>" for w in string.ascii_letters[:60]]
+    copies = fresh([one.model_copy(update={"completion": text}) for text in worded])
+    verdicts["copies of one answer"] = review(copies, {s.id: False for s in copies.samples}).verdict
     report = fresh()
     verdicts["accept-all"] = review(report, non_interactive=True).verdict
     for _ in range(6):  # retry one report until it takes no more reviews
         outcome = review(report, {s.id: s.id % 2 == 0 for s in report.samples})
     verdicts["retries"] = "refused" if isinstance(outcome, SkillError) else outcome.verdict
-    agent(lambda: InspectionRequest(rewards=rewards, samples=samples, planted=0))
+    agent(lambda: InspectionRequest(rewards=rewards, samples=tagged_samples(), planted=0))
     agent(run_grpo, RunRequest(recipe=recipe(tiny_model_dir, dataset, rewards), force=True, force_reason="looks fine"))
 
     print(f"\nthe non-reading agent made {agent.calls} public calls: {verdicts}")

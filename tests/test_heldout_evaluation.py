@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
+from new_answers import addition_samples, pass_review
 
 from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec
-from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
-from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.inspection.schema import InspectionRequest, SuppliedSample
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
 from skill.recipe.schema import DatasetSpec, ModelSpec
@@ -89,20 +88,8 @@ def test_the_recipe_states_the_plan_and_takes_an_override(tiny_model_dir, tmp_pa
 
 
 def _pass_inspection():
-    samples = []
-    for row in addition_rows(60):
-        samples.append(
-            SuppliedSample(
-                prompt=row["prompt"],
-                completion=row["answer"] if len(samples) % 3 else "no idea",
-                columns={"answer": row["answer"]},
-                group=len(samples) // 6,
-            )
-        )
-    report = inspect_rewards(InspectionRequest(rewards=REWARDS, samples=samples))
-    key = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["planted"]
-    labels = {s.id: s.id not in key for s in report.samples}
-    assert record_review(ReviewRequest(report_id=report.id, reviewer="tester", labels=labels)).verdict == "passed"
+    samples = [SuppliedSample(**sample) for sample in addition_samples()]
+    pass_review(inspect_rewards(InspectionRequest(rewards=REWARDS, samples=samples)))
 
 
 @pytest.mark.slow

@@ -27,14 +27,17 @@ SOUND = [
 ]
 
 
-def tagged_samples(count=60, seed=0):
-    """Realistic outputs for the addition task in think/answer format: right, wrong, malformed, multi-line."""
+def tagged_samples(count=60, seed=None):
+    """Realistic outputs for the addition task in think/answer format: right, wrong, malformed, multi-line.
+
+    Wrong answers are near misses or drawn from a wide range, so a call without a seed holds answers no earlier
+    inspection in the session showed (a read opens the gate only on a report with enough of them)."""
     rng = random.Random(seed)
     samples = []
     for group, row in enumerate(addition_rows(count // 6)):
         gold = int(row["answer"])
         for _ in range(6):
-            answer = rng.choice([gold, gold, gold + 1, gold - 2])
+            answer = rng.choice([gold, gold, gold + 1, rng.randint(41, 99999), rng.randint(41, 99999)])
             completion = rng.choice(
                 [
                     f"<think>Add the two numbers.\nThat gives {answer}.</think>\n<answer>{answer}</answer>",

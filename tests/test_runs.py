@@ -9,19 +9,20 @@ import time
 from pathlib import Path
 
 import pytest
+from new_answers import addition_samples, pass_review
 
 from skill.data import addition_rows
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
-from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
-from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.inspection.schema import InspectionRequest, SuppliedSample
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
 from skill.runs.store import (
     METRICS_HEADER,
+    START_LOCK,
     RunRecord,
     is_alive,
     planned_steps,
@@ -68,22 +69,8 @@ def recipe(model_dir, dataset, rewards=REWARDS, steps=2, hardware=None, **overri
 
 
 def pass_inspection(rewards):
-    samples = []
-    for row in addition_rows(60):
-        samples.append(
-            SuppliedSample(
-                prompt=row["prompt"],
-                completion=row["answer"] if len(samples) % 3 else "no idea",
-                columns={"answer": row["answer"]},
-                group=len(samples) // 6,
-            )
-        )
-    report = inspect_rewards(InspectionRequest(rewards=rewards, samples=samples))
-    planted = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["planted"]
-    labels = {s.id: s.id not in planted for s in report.samples}
-    result = record_review(ReviewRequest(report_id=report.id, reviewer="tester", labels=labels))
-    assert result.verdict == "passed", result.verdict_reasons
-    return result
+    samples = [SuppliedSample(**sample) for sample in addition_samples()]
+    return pass_review(inspect_rewards(InspectionRequest(rewards=rewards, samples=samples)))
 
 
 def wait(run_id, timeout=240):
@@ -102,10 +89,10 @@ def test_run_ids_that_escape_the_runs_directory_are_refused(bad, tiny_model_dir,
 
 def test_uninspected_rewards_are_refused_even_with_force(tiny_model_dir, dataset):
     rewards = [REWARDS[0].model_copy(update={"weight": 0.1}), REWARDS[1]]
-    before = set(runs_root().iterdir())
+    before = set(runs_root().iterdir()) - {runs_root() / START_LOCK}  # the lock is taken before the checks
     with pytest.raises(SkillError, match="No passed inspection|changed since"):
         run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, rewards), force=True, force_reason="testing"))
-    assert set(runs_root().iterdir()) == before  # nothing half-written
+    assert set(runs_root().iterdir()) - {runs_root() / START_LOCK} == before  # nothing half-written
 
 
 def test_missing_column_is_refused_before_any_process(tiny_model_dir, tmp_path):

@@ -1,33 +1,37 @@
 """Attention checks: real samples shown with a wrong score, so a review that only agrees cannot pass.
 
-Which samples, and so how many (at least ``MIN_CHECKS`` among samples not shown before), is decided here,
-never by the request. A check is a real sample shown in place: the samples shown are exactly the samples
-scored (no duplicate, no added item), so neither the sample source nor a search for repeats points at it.
-Its correctness (or judge) score is replaced by one that is wrong whatever the real reward says, decided
-from the gold answer: a well-formed sample whose committed answer equals the gold is shown at the reward's
-floor; a well-formed numeric answer that differs from the gold (and never states it) is shown at its top.
-Where the reward itself is wrong about such a sample, the score shown is its own. Only when too few samples
-can be decided from the gold are others shown inverted (top and floor swapped) to reach the minimum.
+Which samples, and so how many, is decided here, never by the request. A check is a real sample shown in
+place: the samples shown are exactly the samples scored (no duplicate, no added item), so neither the
+sample source nor a search for repeats points at it. Its correctness (or judge) score is replaced by one
+that is wrong whatever the real reward says, decided from the gold answer: a well-formed sample whose
+committed answer equals the gold is shown at the reward's floor; a well-formed numeric answer that differs
+from the gold (and never states it) is shown at its top. Where the reward itself is wrong about such a
+sample, the score shown is its own. Only when too few samples can be decided from the gold are others
+shown inverted (top and floor swapped) to reach the minimum.
 
-A sample never shown before is a check when a keyed hash of its content (the state root's secret; reward,
-gold, committed answer) falls under ``BASE_RATE``: it depends on the sample alone, not on the request, the
-order or the other samples. Where that leaves fewer than ``MIN_CHECKS``, never-shown samples with the
-lowest keys are added. Whatever a sample was shown as is remembered (``statuses``, kept by the caller per
-state root), and a sample shown again keeps it: inspecting the same samples again through the API
-(re-scoring them), a subset, a superset or reworded prompts shows the same checks with the same wrong
-scores, so comparing reports points at none. The price: a report made only of samples shown before has
-the checks they carry, possibly fewer than ``MIN_CHECKS`` and possibly none (the key says
-``only_shown_before``; the gate then asks for the earlier report or new samples). A review that fails
-says nothing about which samples were checks; each failed review adds one new check (a new review draws
-new checks) and is counted; after ``MAX_FAILED_REVIEWS`` the report takes no more reviews.
+Checks are kept per answer (a keyed hash of the reward, the gold and the committed answer, under the state
+root's secret: its tag). A tag never shown before is a check when its key falls under ``BASE_RATE``; where
+that leaves fewer than ``MIN_CHECKS`` new tags checked, the new tags with the lowest keys are added. What a
+tag was shown as is remembered (``statuses``, kept by the caller per state root) and it keeps it: every
+copy of an answer, and the same samples inspected again through the API (re-scored, a subset, a superset,
+reworded prompts), show the same checks with the same wrong scores, so comparing reports points at none.
+
+A read opens the gate only on a report with at least ``MIN_NEW_ANSWERS`` distinct answers never shown
+before (``review_blocker``), so its checks include ``MIN_CHECKS`` that no earlier report, review or refusal
+can have revealed; many copies of a few answers, or answers already shown, cannot be labelled from what is
+known. The report says so before it is read, and the reason depends only on those counts. The price: after
+a reward fix, a read needs samples with new answers (other prompts or a new seed). A review that fails says
+nothing about which samples were checks; each failed review adds one new check, and is counted; after
+``MAX_FAILED_REVIEWS`` the report takes no more reviews. A blind guess at a report's checks passes about
+once in C(10, 3) = 120 tries at the minimum, five tries per report.
 
 What this cannot do: tell a person's read from a program that judges every sample itself, e.g. by
 calling the reward function in Python on the samples shown (where the reward is right about a check,
 its own score differs from the one shown). Such a program is a reader whose judgment is the reward's;
 the checks then catch it only where the reward is wrong about a checked sample.
 
-Owns: ``plant_checks``, ``add_check``, ``reading_matches``. May import: ``inspection.schema``,
-``rewards`` (spec, text).
+Owns: ``plant_checks``, ``review_blocker``, ``add_check``, ``reading_matches``. May import:
+``inspection.schema``, ``rewards`` (spec, text).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from skill.rewards.text import answers_equal, extract_answer
 MIN_CHECKS = 3
 BASE_RATE = 0.12  # the share of samples the gold decides whose key makes them checks (about 4 in 60 samples)
 MAX_FAILED_REVIEWS = 5
+MIN_NEW_ANSWERS = 10  # distinct answers never shown before that a report needs before a read of it can pass
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -147,51 +152,86 @@ def _show(shown: list[SampleResult], specs: list[RewardSpec], name: str, candida
     return {"reward": name, "shown": candidate.shown, "real": real, "decided_by_gold": candidate.decided}
 
 
-def _checked_tags(found: list[Candidate], statuses: dict[str, bool]) -> set[str]:
-    """The tags shown as checks: remembered ones as they were, new ones by key, then topped up to ``MIN_CHECKS``
-    with new tags (whole tags, lowest key first, decided by the gold before inverted); ``statuses`` is extended."""
-    tags = {c.tag for c in found if statuses.get(c.tag, c.key < BASE_RATE and c.decided)}
-    ranked = sorted((c for c in found if c.decided), key=lambda c: c.key)
-    ranked += sorted((c for c in found if not c.decided), key=lambda c: c.key)
-    for candidate in ranked:
-        if sum(c.tag in tags for c in found) >= MIN_CHECKS:
-            break
-        if candidate.tag not in statuses:
-            tags.add(candidate.tag)
+def _new_tags(found: list[Candidate], statuses: dict[str, bool]) -> dict[str, Candidate]:
+    """The tags never shown before, one candidate each (one decided by the gold when any is)."""
+    new: dict[str, Candidate] = {}
     for candidate in found:
-        statuses.setdefault(candidate.tag, candidate.tag in tags)
-    return tags
+        if candidate.tag not in statuses and (
+            candidate.tag not in new or candidate.decided > new[candidate.tag].decided
+        ):
+            new[candidate.tag] = candidate
+    return new
+
+
+def _checked_tags(new: dict[str, Candidate], statuses: dict[str, bool]) -> set[str]:
+    """The tags shown as checks: remembered ones as they were; new ones by key, topped up until ``MIN_CHECKS``
+    distinct new tags are checks (lowest key first, decided by the gold before inverted). Only new tags count
+    towards the minimum: whatever a reader learnt about old ones says nothing about these. ``statuses`` is
+    extended with every new tag."""
+    checked = {tag for tag, c in new.items() if c.key < BASE_RATE and c.decided}
+    for candidate in sorted(new.values(), key=lambda c: (not c.decided, c.key)):
+        if len(checked) >= MIN_CHECKS:
+            break
+        checked.add(candidate.tag)
+    statuses.update({tag: tag in checked for tag in new})
+    return {tag for tag, check in statuses.items() if check}
 
 
 def plant_checks(
     specs: list[RewardSpec], results: list[SampleResult], secret: bytes, statuses: dict[str, bool]
 ) -> tuple[list[SampleResult], dict[str, Any]]:
-    """The samples as shown (checks in place) and the key: ``planted`` ids, ``checks``, and the ``pool`` that
-    later checks are drawn from. ``statuses`` (tag -> shown as a check) is read and extended."""
+    """The samples as shown (checks in place) and the key: ``planted`` ids, ``checks``, the ``pool`` later checks
+    are drawn from, ``answers`` (distinct answers that can carry a check) and ``new_answers`` (those never shown
+    before). ``statuses`` (tag -> shown as a check) is read and extended."""
     names = list(results[0].scores)
     name, found = _candidates(specs, names, results, secret)
-    remembered = set(statuses)
+    new = _new_tags(found, statuses)
     # Every sample with a checked tag is a check (the same answer to the same gold shows the same score
     # everywhere); no cap, so a sample's status never depends on the other samples sent.
-    tags = _checked_tags(found, statuses)
+    tags = _checked_tags(new, statuses)
     chosen = [c for c in found if c.tag in tags]
     shown = [sample.model_copy(deep=True) for sample in results]
     checks = {str(c.id): _show(shown, specs, name, c) for c in chosen}
-    pool = {str(c.id): c.shown for c in found if c not in chosen}
-    fresh = [c for c in found if c.tag not in remembered]
+    pool = {str(c.id): [c.shown, c.tag] for c in found if c not in chosen}
     key = {"planted": sorted(c.id for c in chosen), "checks": checks, "pool": pool, "reward": name}
-    return shown, {**key, "only_shown_before": bool(found) and not fresh}
+    return shown, {**key, "answers": len({c.tag for c in found}), "new_answers": len(new)}
 
 
-def add_check(report: InspectionReport, key: dict[str, Any]) -> None:
-    """One more check, drawn at random from the samples left (after a review that did not match a read)."""
-    pool = {int(i): value for i, value in key.get("pool", {}).items() if int(i) not in key["planted"]}
+def review_blocker(key: dict[str, Any]) -> str | None:
+    """Why no read of a report can open the gate, said before anyone reads it (None: a read can). It depends on
+    how many distinct answers the report holds and how many are new, never on which of them are checks."""
+    if not key.get("answers", 1):
+        return (
+            "No attention check can be shown on these samples (no reward gives any sample an extreme score), so a "
+            "read cannot be told from agreement. Send samples where the correctness reward both passes and fails."
+        )
+    new = key.get("new_answers", MIN_NEW_ANSWERS)
+    if new < MIN_NEW_ANSWERS:
+        return (
+            f"Only {new} distinct answer{'s' if new != 1 else ''} in this inspection {'was' if new == 1 else 'were'} "
+            f"never shown before; a read opens the gate only with at least {MIN_NEW_ANSWERS}, so that its attention "
+            "checks are ones no reader has seen (answers shown before keep the score they were shown with). Inspect "
+            "samples with new answers: other prompts (more num_prompts, other rows) or a new seed, or add such "
+            "samples to these."
+        )
+    return None
+
+
+def add_check(report: InspectionReport, key: dict[str, Any], statuses: dict[str, bool]) -> None:
+    """One more check, drawn at random from the samples left (after a review that did not match a read). Every
+    sample with its answer becomes a check, here and in later reports (``statuses``)."""
+    pool = {int(i): entry for i, entry in key.get("pool", {}).items() if int(i) not in key["planted"]}
     if not pool:
         return
     chosen = secrets.choice(sorted(pool))
-    candidate = Candidate(chosen, pool[chosen], False, 0.0)
-    key["checks"][str(chosen)] = _show(report.samples, report.rewards, key["reward"], candidate)
-    key["planted"] = sorted([*key["planted"], chosen])
+    shown, tag = pool[chosen] if isinstance(pool[chosen], list) else (pool[chosen], None)
+    same = [i for i, entry in pool.items() if tag is not None and isinstance(entry, list) and entry[1] == tag]
+    for sample_id in same or [chosen]:
+        candidate = Candidate(sample_id, pool[sample_id][0] if same else shown, False, 0.0)
+        key["checks"][str(sample_id)] = _show(report.samples, report.rewards, key["reward"], candidate)
+    key["planted"] = sorted({*key["planted"], *(same or [chosen])})
+    if tag is not None:
+        statuses[tag] = True
 
 
 def reading_matches(labels: dict[int, bool], planted: list[int]) -> bool:

@@ -31,9 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from skill.errors import SkillError
-from skill.inspection.attention import MAX_FAILED_REVIEWS, add_check, reading_matches
+from skill.inspection.attention import MAX_FAILED_REVIEWS, add_check, reading_matches, review_blocker
 from skill.inspection.fingerprint import effective_rewards, reward_fingerprint
-from skill.inspection.reports import load_key, load_report, reports_dir, save_key, save_report, stored_reports
+from skill.inspection.reports import (
+    load_key,
+    load_report,
+    reports_dir,
+    save_key,
+    save_report,
+    shown_statuses,
+    stored_reports,
+)
 from skill.inspection.schema import GateDecision, InspectionReport, Review, ReviewRequest
 from skill.rewards.spec import RewardSpec
 from skill.state import write_atomically
@@ -88,19 +96,10 @@ def _reasons(report: InspectionReport, request: ReviewRequest, key: dict[str, An
             "disagree with the rewards' judgment of it)."
         )
         return reasons, False
+    blocker = review_blocker(key)
+    if blocker is not None:
+        return reasons + [blocker], False
     planted = key.get("planted", [])
-    if not planted and key.get("only_shown_before"):
-        return reasons + [
-            "Every sample of this inspection was shown in an earlier one and none of them carries an attention "
-            "check, so a read of this report cannot be told from agreement. Review the earlier report these "
-            "samples come from, or inspect new samples (generate more, or send samples not shown before)."
-        ], False
-    if not planted:
-        return reasons + [
-            "No attention check could be shown on these samples (no reward gives any sample an "
-            "extreme score), so a read cannot be told from agreement. Send samples where the "
-            "correctness reward both passes and fails."
-        ], False
     if reading_matches(request.labels, planted):
         return reasons, False
     disagreed = sorted(i for i, agree in request.labels.items() if not agree)
@@ -158,8 +157,9 @@ def record_review(request: ReviewRequest) -> InspectionReport:
     )
     if mismatch:
         report.review_attempts += 1
-        add_check(report, key)
-        save_key(report.id, key)
+        with shown_statuses() as statuses:
+            add_check(report, key, statuses)
+            save_key(report.id, key)
     report.verdict = "failed" if reasons else ("accepted_unread" if request.accept_unread else "passed")
     report.verdict_reasons = reasons
     saved = save_report(report)
@@ -189,8 +189,16 @@ def _index_verdict(report: InspectionReport) -> None:
     write_atomically(_index_path(), json.dumps(index, indent=1))
 
 
-def _opening_report(fingerprint: str) -> InspectionReport | None:
+def _opening_report(fingerprint: str, preferred: str | None) -> InspectionReport | None:
     entry = _read_index().get(fingerprint, {})
+    if preferred is not None:
+        try:
+            report = load_report(preferred)
+        except SkillError:  # gone or not an id: the newest opening report answers
+            report = None
+        opens = report is not None and report.verdict in OPENING and report.reward_fingerprint == fingerprint
+        if opens and (report.verdict == "passed" or "passed" not in entry):  # a read beats an unread one
+            return report
     for kind in OPENING:  # a read beats an unread acknowledgement
         if kind in entry:
             report = load_report(entry[kind])
@@ -199,14 +207,18 @@ def _opening_report(fingerprint: str) -> InspectionReport | None:
     return None
 
 
-def open_gate(rewards: list[RewardSpec], trl: Mapping[str, Any] | None = None) -> GateDecision:
+def open_gate(
+    rewards: list[RewardSpec], trl: Mapping[str, Any] | None = None, preferred: str | None = None
+) -> GateDecision:
     """The inspection that lets training start on these rewards, and how it was reviewed; or GateClosed saying
     what to do. ``trl``: the GRPOConfig kwargs training will use; the gate keys on their ``reward_weights``
-    (unset: 1.0 each, as TRL does). Without ``trl``, on the specs' own weights."""
+    (unset: 1.0 each, as TRL does). Without ``trl``, on the specs' own weights. ``preferred``: the inspection a
+    run started on, answered while it is still the newest of its kind for these rewards, so that the run's
+    record, metrics header and model card name one inspection even when another one passed meanwhile."""
     weights = [spec.weight for spec in rewards] if trl is None else trl.get("reward_weights")
     specs = effective_rewards(rewards, weights)
     fingerprint, parts = reward_fingerprint(specs)
-    report = _opening_report(fingerprint)
+    report = _opening_report(fingerprint, preferred)
     if report is not None:
         return GateDecision(
             inspection_id=report.id,

@@ -117,7 +117,10 @@ def shown_statuses() -> Iterator[dict[str, bool]]:
     """
     path = reports_dir() / ".attention-shown.json"
     with exclusive_lock(path.with_name(".attention-shown.lock")):
-        statuses = json.loads(path.read_text()) if path.is_file() else {}
+        try:
+            statuses = json.loads(path.read_text()) if path.is_file() else {}
+        except (json.JSONDecodeError, UnicodeDecodeError):  # written atomically, so only a hand edit breaks it
+            statuses = {}
         before = dict(statuses)
         yield statuses
         if statuses != before:

@@ -17,11 +17,18 @@ import time
 from collections.abc import Callable
 
 from skill.errors import SkillError
-from skill.inspection.attention import plant_checks
+from skill.inspection.attention import plant_checks, review_blocker
 from skill.inspection.fingerprint import reward_fingerprint
 from skill.inspection.flags import hack_flags, reward_flags, reward_stats, set_flags
 from skill.inspection.reports import attention_secret, save_key, save_report, shown_statuses
-from skill.inspection.schema import MAX_SAMPLES, MIN_SAMPLES, InspectionReport, InspectionRequest, SuppliedSample
+from skill.inspection.schema import (
+    MAX_SAMPLES,
+    MIN_SAMPLES,
+    Flag,
+    InspectionReport,
+    InspectionRequest,
+    SuppliedSample,
+)
 from skill.inspection.scoring import score_fresh
 from skill.routing.route import ProbeSpec, load_route, probe_rows
 from skill.sampling import Progress, SamplingSettings, sample_completions
@@ -73,6 +80,9 @@ def _collect(
     return samples, f"sampled from {generate.model}"
 
 
+READ_FIX = "To train on these rewards without a read, record_review with accept_unread=true and a reason."
+
+
 def inspect_rewards(
     request: InspectionRequest, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None
 ) -> InspectionReport:
@@ -106,6 +116,9 @@ def inspect_rewards(
         progress(2, 3, f"ran {len(scored.probes)} hack probes")
     with shown_statuses() as statuses:
         shown, key = plant_checks(request.rewards, results, attention_secret(), statuses)
+    blocker = review_blocker(key)
+    if blocker is not None:  # said before anyone reads: no read of this report can pass
+        flags.append(Flag(code="read_cannot_pass", severity="warning", message=blocker, fix=READ_FIX))
     report = InspectionReport(
         id=new_id("insp"),
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),

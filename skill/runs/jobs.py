@@ -157,7 +157,9 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
         shape = shape_of(recipe.trl, recipe.launch.training_processes, recipe.evaluation)
         trl = recipe.trl
-        warnings = diagnose(metrics, recipe.rewards, trl.get("max_completion_length"), shape, planned)
+        # A run that ended (cancelled or failed too) is judged at its own end, not at a share of a plan it left.
+        end = step if record.state in FINAL_STATES else planned
+        warnings = diagnose(metrics, recipe.rewards, trl.get("max_completion_length"), shape, end)
     health = [w.model_dump() for w in warnings]
     paths = {
         name: str(directory / name)

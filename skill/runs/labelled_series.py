@@ -15,7 +15,7 @@ runs draw their curves from ranges (``healthy_profile``).
 The two measured runs of this project (DESIGN.md §5, bench/demo_result.json) are reconstructed at the
 demo's shape from their reported first/last-10-step means (``measured_runs``), and the demo's own rows
 as its worker logged them (``demo_metrics.jsonl``, `grpo-rlvr demo --yes` on 2 CPU cores, 2026-12-01)
-are a healthy run as they are (``real_demo_run``).
+are labelled as they are (``real_demo_run``): nothing to say while it learns, the prompts solved by its end.
 """
 
 from __future__ import annotations

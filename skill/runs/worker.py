@@ -273,8 +273,9 @@ def _prepare_vllm(trainer: Any, run_dir: Path, writer: bool) -> None:
 
 def stamp_reward_review(run_dir: Path, recipe: GRPORecipe, writer: bool) -> str:
     """The gate once more, in this training process (fresh imports: the code it is about to train on), and its
-    stamp where the run's metrics are read: metrics.header.json beside metrics.jsonl, and the log."""
-    gate = open_gate(recipe.rewards, recipe.trl)
+    stamp where the run's metrics are read: metrics.header.json beside metrics.jsonl, and the log. The inspection
+    the run started on answers while it still opens the gate (another one may have passed since)."""
+    gate = open_gate(recipe.rewards, recipe.trl, preferred=read_record(run_dir).inspection_id)
     if writer:
         header = {"run_id": run_dir.name, "reward_review": gate.stamp, **gate.model_dump(exclude={"stamp"})}
         (run_dir / METRICS_HEADER).write_text(json.dumps(header, indent=1))

@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
+from new_answers import addition_samples, pass_review
 
 from skill.data import addition_rows
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
-from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
-from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.inspection.schema import InspectionRequest, SuppliedSample
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
@@ -100,18 +100,8 @@ def test_a_lora_model_reaches_vllm_merged_under_the_base_models_names(vllm_model
 
 
 def pass_inspection() -> None:
-    samples = []
-    for row in addition_rows(60):
-        completion = row["answer"] if len(samples) % 3 else "no idea"
-        columns = {"answer": row["answer"]}
-        samples.append(
-            SuppliedSample(prompt=row["prompt"], completion=completion, columns=columns, group=len(samples) // 6)
-        )
-    report = inspect_rewards(InspectionRequest(rewards=REWARDS, samples=samples))
-    planted = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["planted"]
-    labels = {s.id: s.id not in planted for s in report.samples}
-    result = record_review(ReviewRequest(report_id=report.id, reviewer="tester", labels=labels))
-    assert result.verdict == "passed", result.verdict_reasons
+    samples = [SuppliedSample(**sample) for sample in addition_samples()]
+    pass_review(inspect_rewards(InspectionRequest(rewards=REWARDS, samples=samples)))
 
 
 def vllm_recipe(model_dir: Path, dataset: Path, **overrides):
