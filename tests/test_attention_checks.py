@@ -7,16 +7,20 @@ the last test goes through inspect_rewards and record_review as a user would.
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from new_answers import pass_review
+import pytest
+from new_answers import key_labels, pass_review
 from test_inspection import SOUND, tagged_samples
 
+from skill.errors import SkillError
 from skill.inspection.attention import MIN_CHECKS, MIN_NEW_ANSWERS, plant_checks, review_blocker
-from skill.inspection.gate import open_gate, record_review
-from skill.inspection.reports import load_key
+from skill.inspection.gate import MAX_FAILED_PER_REWARDS, MAX_FAILED_REVIEWS, open_gate, record_review
+from skill.inspection.reports import load_key, load_report
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SampleResult
+from skill.state import STATE_ROOT_ENV
 
 SPECS = SOUND
 NAMES = [spec.name for spec in SPECS]
@@ -137,3 +141,75 @@ def test_the_skill_and_the_readme_state_the_minimum_of_new_answers():
     for name in ("SKILL.md", "README.md"):
         text = " ".join((root / name).read_text().split())
         assert f"at least {MIN_NEW_ANSWERS} distinct answers" in text, name
+
+
+def test_how_a_report_is_composed_does_not_say_which_answers_are_checks():
+    """Three new answers the gold decides among seven replies with no answer: with decided answers drawn first, those
+    three would always be the checks. Drawn from all ten new answers, a guess at them is right about 1 in 120."""
+    nonsense = [
+        SampleResult(
+            id=0,
+            prompt=[{"role": "user", "content": "q"}],
+            completion=f"no idea, {word}",
+            columns={"answer": "42"},
+            scores={NAMES[0]: 0.0, NAMES[1]: 0.0},
+            total=None,
+            extracted={NAMES[1]: None},
+        )
+        for word in "abcdefg"
+    ]
+    decided = [
+        r.model_copy(update={"completion": f"<answer>{n}</answer>", "extracted": {NAMES[1]: str(n)}})
+        for r, n in zip(scored(3, seed=4), (5001, 5002, 5003), strict=True)
+    ]
+    results = [r.model_copy(update={"id": i}) for i, r in enumerate(decided + nonsense)]
+    guessed = 0
+    for trial in range(240):
+        _shown, key = plant_checks(SPECS, results, trial.to_bytes(4, "big") * 8, {})
+        assert key["new_answers"] == 10 and len(key["planted"]) >= MIN_CHECKS
+        guessed += key["planted"] == [0, 1, 2]
+    assert guessed <= 8  # 2 expected at 1 in 120
+
+
+def test_concurrent_reviews_are_counted_one_by_one():
+    report = inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))
+    agree_all = ReviewRequest(report_id=report.id, reviewer="bot", labels={s.id: True for s in report.samples})
+
+    def attempt(_):
+        try:
+            return record_review(agree_all).verdict
+        except SkillError:
+            return "refused"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(attempt, range(16)))
+    assert sorted(set(outcomes)) == ["failed", "refused"] and outcomes.count("failed") == MAX_FAILED_REVIEWS
+    assert load_report(report.id).review_attempts == MAX_FAILED_REVIEWS
+
+
+def test_failed_reads_are_capped_per_reward_code_and_the_unread_door_stays():
+    rewards = [SOUND[0].model_copy(update={"weight": 0.31}), SOUND[1]]  # a reward set no other test reviews
+    reports = [inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples())) for _ in range(3)]
+    for report in reports[:2]:
+        for _ in range(MAX_FAILED_PER_REWARDS // 2):
+            labels = {s.id: True for s in report.samples}
+            assert record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=labels)).verdict == "failed"
+    labels = key_labels(reports[2])  # even a right read: the reward code has had its tries
+    with pytest.raises(SkillError, match="reviews that did not match a read"):
+        record_review(ReviewRequest(report_id=reports[2].id, reviewer="bot", labels=labels))
+    unread = ReviewRequest(report_id=reports[2].id, reviewer="bot", accept_unread=True, accept_unread_reason="t")
+    assert record_review(unread).verdict == "accepted_unread"
+
+
+def test_a_report_stored_without_checks_takes_no_read():
+    assert review_blocker({"planted": [], "checks": {}, "reward": "exact_match"}) is not None  # an older key
+    assert review_blocker({"planted": [3], "answers": 12, "new_answers": 12}) is None
+
+
+def test_an_unreadable_record_of_shown_answers_is_named_not_reset(tmp_path, monkeypatch):
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path))
+    (tmp_path / "inspections").mkdir()
+    (tmp_path / "inspections" / ".attention-shown.json").write_text("{torn")
+    with pytest.raises(SkillError, match="attention-shown.json .* is unreadable"):
+        inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))
+    assert not list((tmp_path / "inspections").glob("insp-*"))  # nothing stored

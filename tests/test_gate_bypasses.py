@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import random
 import re
 import string
 import sys
 from pathlib import Path
 
 import pytest
+from new_answers import no_answer_reply
 from pydantic import ValidationError
 from test_inspection import SOUND, honest_labels, tagged_samples
 from test_mcp_surface import assert_project_error, call
@@ -196,7 +198,7 @@ def test_5_attention_checks_cannot_be_derived_from_the_request_the_report_or_the
     assert failed.verdict == "failed" and failed.review_attempts == 1
     reasons = " ".join(failed.verdict_reasons)
     assert f"You disagreed with samples {sorted(everything_wrong)}" in reasons and "is not said" in reasons
-    # What the first call could have shown does not pass a second one (and a new check was added).
+    # What the first call could have shown does not pass a second one.
     guess = {s.id: True for s in report.samples}
     second = record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=guess))
     assert second.verdict == "failed" and second.review_attempts == 2
@@ -349,13 +351,17 @@ def _twins(report, key):
 
 
 def test_an_agent_that_never_reads_cannot_open_the_gate(tiny_model_dir, dataset):
-    rewards = [SOUND[0].model_copy(update={"weight": 0.17}), SOUND[1]]  # a reward set no other test passes
+    def reward_set(index):  # reward sets no other test passes; one per strategy, so each has its own tries
+        return [SOUND[0].model_copy(update={"weight": round(0.17 + index / 1000, 3)}), SOUND[1]]
+
+    rewards = reward_set(0)
+    current = {"rewards": rewards}
     agent = Agent(limit=100)
     sent = {}  # report id -> the samples it was made from (what the agent sent)
 
     def fresh(samples=None):
         samples = samples or tagged_samples()  # new answers each time: a report a read could pass
-        report = agent(inspect_rewards, InspectionRequest(rewards=rewards, samples=samples))
+        report = agent(inspect_rewards, InspectionRequest(rewards=current["rewards"], samples=samples))
         sent[getattr(report, "id", None)] = samples
         return report
 
@@ -365,16 +371,22 @@ def test_an_agent_that_never_reads_cannot_open_the_gate(tiny_model_dir, dataset)
 
     def rescored(variant):  # re-inspect (a variant of) the samples the report was made from, then compare
         def labels(report):
-            other = agent(inspect_rewards, InspectionRequest(rewards=rewards, samples=variant(sent[report.id])))
+            request = InspectionRequest(rewards=current["rewards"], samples=variant(sent[report.id]))
+            other = agent(inspect_rewards, request)
             return {s.id: s.id >= len(other.samples) or s.scores == other.samples[s.id].scores for s in report.samples}
 
         return labels
 
     def from_failure(report):  # fail once on purpose, then take the complement of what the failure says
         first = review(report, {s.id: False for s in report.samples})
-        listed = {int(n) for n in re.findall(r"\b\d+\b", " ".join(first.verdict_reasons))}
-        moved = {s.id for s in first.samples if s.scores != report.samples[s.id].scores}  # the check it added
-        return {s.id: s.id in moved or s.id not in listed for s in report.samples}
+        listed = {int(n) for n in re.findall(r"\b\d+\b", " ".join(getattr(first, "verdict_reasons", [])))}
+        return {s.id: s.id not in listed for s in report.samples}
+
+    def decided_among_nonsense():  # three new answers the gold decides (wrong numbers), the rest no answer at all
+        base = tagged_samples(6)
+        wrong = [f"<answer>{random.randint(10**6, 10**7)}</answer>" for _ in range(3)]
+        decided = [s.model_copy(update={"completion": text}) for s, text in zip(base, wrong, strict=False)]
+        return fresh(decided + [base[3].model_copy(update={"completion": no_answer_reply()}) for _ in range(57)])
 
     def evidence(report):  # whatever the report points at: flag evidence, probe results
         pointed = {i for f in report.flags for i in f.evidence}
@@ -399,18 +411,30 @@ def test_an_agent_that_never_reads_cannot_open_the_gate(tiny_model_dir, dataset)
         "disagree with the shown extremes": lambda r: {s.id: s.total not in (0.0, 1.2) for s in r.samples},
     }
     verdicts = {}
-    for name, strategy in strategies.items():
+
+    def verdict(outcome):
+        return "refused" if isinstance(outcome, SkillError) else outcome.verdict
+
+    for index, (name, strategy) in enumerate(strategies.items(), start=1):
+        current["rewards"] = reward_set(index)
         report = fresh()
-        verdicts[name] = review(report, strategy(report)).verdict
+        verdicts[name] = verdict(review(report, strategy(report)))
+    current["rewards"] = reward_set(len(strategies) + 1)
+    built = decided_among_nonsense()
+    verdicts["disagree with the three decided answers"] = verdict(
+        review(built, {s.id: s.id >= 3 for s in built.samples})
+    )
     # One answer sent sixty times, worded sixty ways: every copy is a check or none is, so "disagree with all"
     # would pass whenever it is one; a report without ten new answers takes no read.
     one = tagged_samples(6, seed=3)[0]
     gold = one.columns["answer"]
     worded = [f"<think>Way {w}.</think><answer>{gold}</answer>" for w in string.ascii_letters[:60]]
+    current["rewards"] = reward_set(len(strategies) + 2)
     copies = fresh([one.model_copy(update={"completion": text}) for text in worded])
-    verdicts["copies of one answer"] = review(copies, {s.id: False for s in copies.samples}).verdict
+    verdicts["copies of one answer"] = verdict(review(copies, {s.id: False for s in copies.samples}))
+    current["rewards"] = rewards
     report = fresh()
-    verdicts["accept-all"] = review(report, non_interactive=True).verdict
+    verdicts["accept-all"] = verdict(review(report, non_interactive=True))
     for _ in range(6):  # retry one report until it takes no more reviews
         outcome = review(report, {s.id: s.id % 2 == 0 for s in report.samples})
     verdicts["retries"] = "refused" if isinstance(outcome, SkillError) else outcome.verdict
@@ -420,8 +444,9 @@ def test_an_agent_that_never_reads_cannot_open_the_gate(tiny_model_dir, dataset)
     print(f"\nthe non-reading agent made {agent.calls} public calls: {verdicts}")
     assert set(verdicts.values()) <= {"failed", "refused"}, verdicts
     assert not [r.id for r in agent.reports if r.verdict in ("passed", "accepted_unread")]
-    with pytest.raises(GateClosed):
-        open_gate(rewards)
+    for index in range(len(strategies) + 3):
+        with pytest.raises(GateClosed):
+            open_gate(reward_set(index))
     assert recipe(tiny_model_dir, dataset, rewards).provenance.inspection_id is None
     # The only door left is the named one, and it says what it is everywhere.
     unread = record_review(

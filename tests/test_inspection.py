@@ -310,7 +310,7 @@ def test_gate_refuses_then_accepts_only_a_read():
         ReviewRequest(report_id=report.id, reviewer="bot", reviewer_kind="agent", non_interactive=True)
     )
     assert rubber.verdict == "failed" and "never opens the gate" in " ".join(rubber.verdict_reasons)
-    # Each failed read added a check; a real reader still finds every one.
+    # After failed reads, a real reader still finds every check.
     passed = record_review(
         ReviewRequest(report_id=report.id, reviewer="ana", labels=read_labels(load_report(report.id)))
     )

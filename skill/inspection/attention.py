@@ -10,27 +10,28 @@ sample, the score shown is its own. Only when too few samples can be decided fro
 shown inverted (top and floor swapped) to reach the minimum.
 
 Checks are kept per answer (a keyed hash of the reward, the gold and the committed answer, under the state
-root's secret: its tag). A tag never shown before is a check when its key falls under ``BASE_RATE``; where
-that leaves fewer than ``MIN_CHECKS`` new tags checked, the new tags with the lowest keys are added. What a
-tag was shown as is remembered (``statuses``, kept by the caller per state root) and it keeps it: every
-copy of an answer, and the same samples inspected again through the API (re-scored, a subset, a superset,
-reworded prompts), show the same checks with the same wrong scores, so comparing reports points at none.
+root's secret: its tag). What a tag was shown as is remembered (``statuses``, kept by the caller per state
+root) and it keeps it: every copy of an answer, and the same samples inspected again through the API
+(re-scored, a subset, a superset, reworded prompts), show the same checks with the same wrong scores, so
+comparing reports points at none. New tags are drawn from a pool: the new answers the gold decides when
+there are at least ``MIN_NEW_ANSWERS`` of them, else every new answer; those whose key falls under
+``BASE_RATE`` are checks, topped up by lowest key until ``MIN_CHECKS`` are.
 
 A read opens the gate only on a report with at least ``MIN_NEW_ANSWERS`` distinct answers never shown
 before (``review_blocker``), so its checks include ``MIN_CHECKS`` that no earlier report, review or refusal
-can have revealed; many copies of a few answers, or answers already shown, cannot be labelled from what is
-known. The report says so before it is read, and the reason depends only on those counts. The price: after
-a reward fix, a read needs samples with new answers (other prompts or a new seed). A review that fails says
-nothing about which samples were checks; each failed review adds one new check, and is counted; after
-``MAX_FAILED_REVIEWS`` the report takes no more reviews. A blind guess at a report's checks passes about
-once in C(10, 3) = 120 tries at the minimum, five tries per report.
+can have revealed, and how the report was composed does not say which: copies of a few answers, answers
+already shown, or three decided answers among nonsense cannot be labelled from what is known. The report
+says so before it is read, from those counts alone. The price: after a reward fix, a read needs samples
+with new answers (other rows). A review that fails says nothing about which samples were checks and
+changes nothing in the report; the gate (``inspection.gate``) counts failed reads per report and per
+reward code, so a blind guess (about one in C(10, 3) = 120 at the minimum) gets a bounded number of tries.
 
 What this cannot do: tell a person's read from a program that judges every sample itself, e.g. by
 calling the reward function in Python on the samples shown (where the reward is right about a check,
 its own score differs from the one shown). Such a program is a reader whose judgment is the reward's;
 the checks then catch it only where the reward is wrong about a checked sample.
 
-Owns: ``plant_checks``, ``review_blocker``, ``add_check``, ``reading_matches``. May import:
+Owns: ``plant_checks``, ``review_blocker``, ``reading_matches``. May import:
 ``inspection.schema``, ``rewards`` (spec, text).
 """
 
@@ -40,17 +41,15 @@ import hashlib
 import hmac
 import json
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from skill.inspection.schema import InspectionReport, SampleResult
+from skill.inspection.schema import SampleResult
 from skill.rewards.spec import RewardSpec
 from skill.rewards.text import answers_equal, extract_answer
 
 MIN_CHECKS = 3
 BASE_RATE = 0.12  # the share of samples the gold decides whose key makes them checks (about 4 in 60 samples)
-MAX_FAILED_REVIEWS = 5
 MIN_NEW_ANSWERS = 10  # distinct answers never shown before that a report needs before a read of it can pass
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -163,13 +162,22 @@ def _new_tags(found: list[Candidate], statuses: dict[str, bool]) -> dict[str, Ca
     return new
 
 
+def _draw_pool(new: dict[str, Candidate]) -> dict[str, Candidate]:
+    """The new tags the checks are drawn from: those the gold decides when there are ``MIN_NEW_ANSWERS`` of them
+    (wrong whatever the reward says), else every new tag. Never fewer decided ones than that: a report of three
+    decided answers among nonsense would otherwise have exactly those three as its checks."""
+    decided = {tag: c for tag, c in new.items() if c.decided}
+    return decided if len(decided) >= MIN_NEW_ANSWERS else new
+
+
 def _checked_tags(new: dict[str, Candidate], statuses: dict[str, bool]) -> set[str]:
-    """The tags shown as checks: remembered ones as they were; new ones by key, topped up until ``MIN_CHECKS``
-    distinct new tags are checks (lowest key first, decided by the gold before inverted). Only new tags count
-    towards the minimum: whatever a reader learnt about old ones says nothing about these. ``statuses`` is
-    extended with every new tag."""
-    checked = {tag for tag, c in new.items() if c.key < BASE_RATE and c.decided}
-    for candidate in sorted(new.values(), key=lambda c: (not c.decided, c.key)):
+    """The tags shown as checks: remembered ones as they were; from the new ones' draw pool, those whose key falls
+    under ``BASE_RATE``, topped up by lowest key until ``MIN_CHECKS`` are checks. Only new tags count towards the
+    minimum: whatever a reader learnt about old ones says nothing about these. ``statuses`` is extended with
+    every new tag."""
+    pool = _draw_pool(new)
+    checked = {tag for tag, c in pool.items() if c.key < BASE_RATE}
+    for candidate in sorted(pool.values(), key=lambda c: c.key):
         if len(checked) >= MIN_CHECKS:
             break
         checked.add(candidate.tag)
@@ -180,9 +188,9 @@ def _checked_tags(new: dict[str, Candidate], statuses: dict[str, bool]) -> set[s
 def plant_checks(
     specs: list[RewardSpec], results: list[SampleResult], secret: bytes, statuses: dict[str, bool]
 ) -> tuple[list[SampleResult], dict[str, Any]]:
-    """The samples as shown (checks in place) and the key: ``planted`` ids, ``checks``, the ``pool`` later checks
-    are drawn from, ``answers`` (distinct answers that can carry a check) and ``new_answers`` (those never shown
-    before). ``statuses`` (tag -> shown as a check) is read and extended."""
+    """The samples as shown (checks in place) and the key: ``planted`` ids, ``checks``, ``answers`` (distinct
+    answers that can carry a check) and ``new_answers`` (those never shown before). ``statuses`` (tag -> shown as
+    a check) is read and extended."""
     names = list(results[0].scores)
     name, found = _candidates(specs, names, results, secret)
     new = _new_tags(found, statuses)
@@ -192,46 +200,30 @@ def plant_checks(
     chosen = [c for c in found if c.tag in tags]
     shown = [sample.model_copy(deep=True) for sample in results]
     checks = {str(c.id): _show(shown, specs, name, c) for c in chosen}
-    pool = {str(c.id): [c.shown, c.tag] for c in found if c not in chosen}
-    key = {"planted": sorted(c.id for c in chosen), "checks": checks, "pool": pool, "reward": name}
+    key = {"planted": sorted(c.id for c in chosen), "checks": checks, "reward": name}
     return shown, {**key, "answers": len({c.tag for c in found}), "new_answers": len(new)}
 
 
 def review_blocker(key: dict[str, Any]) -> str | None:
     """Why no read of a report can open the gate, said before anyone reads it (None: a read can). It depends on
-    how many distinct answers the report holds and how many are new, never on which of them are checks."""
-    if not key.get("answers", 1):
+    how many distinct answers the report holds and how many are new, never on which of them are checks (with
+    ``MIN_NEW_ANSWERS`` new ones, ``MIN_CHECKS`` of them are)."""
+    new = key.get("new_answers")
+    if not key.get("answers", 1) or (new is None and not key.get("planted")):  # (None: a key from before counts)
         return (
             "No attention check can be shown on these samples (no reward gives any sample an extreme score), so a "
             "read cannot be told from agreement. Send samples where the correctness reward both passes and fails."
         )
-    new = key.get("new_answers", MIN_NEW_ANSWERS)
-    if new < MIN_NEW_ANSWERS:
+    if new is not None and new < MIN_NEW_ANSWERS:
         return (
             f"Only {new} distinct answer{'s' if new != 1 else ''} in this inspection {'was' if new == 1 else 'were'} "
             f"never shown before; a read opens the gate only with at least {MIN_NEW_ANSWERS}, so that its attention "
-            "checks are ones no reader has seen (answers shown before keep the score they were shown with). Inspect "
-            "samples with new answers: other prompts (more num_prompts, other rows) or a new seed, or add such "
+            "checks are ones no reader has seen (an answer is the same answer to the same gold, whatever the prompt "
+            "or wording, and keeps the score it was first shown with). Inspect samples with new answers: other "
+            "dataset rows (a model that is mostly right repeats the gold answers it was shown with), or add such "
             "samples to these."
         )
     return None
-
-
-def add_check(report: InspectionReport, key: dict[str, Any], statuses: dict[str, bool]) -> None:
-    """One more check, drawn at random from the samples left (after a review that did not match a read). Every
-    sample with its answer becomes a check, here and in later reports (``statuses``)."""
-    pool = {int(i): entry for i, entry in key.get("pool", {}).items() if int(i) not in key["planted"]}
-    if not pool:
-        return
-    chosen = secrets.choice(sorted(pool))
-    shown, tag = pool[chosen] if isinstance(pool[chosen], list) else (pool[chosen], None)
-    same = [i for i, entry in pool.items() if tag is not None and isinstance(entry, list) and entry[1] == tag]
-    for sample_id in same or [chosen]:
-        candidate = Candidate(sample_id, pool[sample_id][0] if same else shown, False, 0.0)
-        key["checks"][str(sample_id)] = _show(report.samples, report.rewards, key["reward"], candidate)
-    key["planted"] = sorted({*key["planted"], *(same or [chosen])})
-    if tag is not None:
-        statuses[tag] = True
 
 
 def reading_matches(labels: dict[int, bool], planted: list[int]) -> bool:

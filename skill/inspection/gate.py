@@ -16,7 +16,9 @@ A report opens the gate two ways, never by agreeing with everything:
   "reward not reviewed" on the recipe, the run's status, its metrics header and the model card.
 
 An accept-all (``non_interactive``, ``--yes``) is recorded and never passes. A review that does not
-match a read is answered without saying which samples were checks, is counted, and adds a new check.
+match a read is answered without saying which samples were checks and changes nothing shown; it is counted,
+per report (``MAX_FAILED_REVIEWS``) and per reward code (``MAX_FAILED_PER_REWARDS``), and reviews are
+recorded one at a time, so a blind guess gets a bounded number of tries.
 
 Owns: ``record_review``, ``open_gate``, the passed index, the stamps. May import: ``inspection``
 (attention, fingerprint, reports, schema), ``rewards``, ``state``, ``errors``.
@@ -31,23 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from skill.errors import SkillError
-from skill.inspection.attention import MAX_FAILED_REVIEWS, add_check, reading_matches, review_blocker
+from skill.inspection.attention import reading_matches, review_blocker
 from skill.inspection.fingerprint import effective_rewards, reward_fingerprint
-from skill.inspection.reports import (
-    load_key,
-    load_report,
-    reports_dir,
-    save_key,
-    save_report,
-    shown_statuses,
-    stored_reports,
-)
+from skill.inspection.reports import load_key, load_report, reports_dir, save_report, stored_reports
 from skill.inspection.schema import GateDecision, InspectionReport, Review, ReviewRequest
 from skill.rewards.spec import RewardSpec
-from skill.state import write_atomically
+from skill.state import exclusive_lock, write_atomically
 
 NOT_REVIEWED = "reward not reviewed"
 OPENING = ("passed", "accepted_unread")
+MAX_FAILED_REVIEWS = 5  # reads of one report that did not match; then it takes no more
+MAX_FAILED_PER_REWARDS = 10  # across every report of the same reward code: a blind guess gets this many tries
 
 
 class GateClosed(SkillError):
@@ -107,7 +103,7 @@ def _reasons(report: InspectionReport, request: ReviewRequest, key: dict[str, An
         f"The labels do not match a read of the samples. You disagreed with samples {disagreed}. Either one of "
         "them is a real sample the reward judges wrongly (fix the reward there, then inspect again), or a score "
         "you agreed with is deliberately wrong (an attention check: read every sample again). Which of the two, "
-        "and which samples are checks, is not said; this review adds one more check."
+        "and which samples are checks, is not said."
     ], True
 
 
@@ -132,15 +128,29 @@ def record_review(request: ReviewRequest) -> InspectionReport:
 
     ``labels`` maps every shown sample id to True when the reader agrees with the rewards' judgment of it.
     """
+    with exclusive_lock(reports_dir() / ".review.lock"):  # one review at a time: failed reads are counted exactly
+        return _record(request)
+
+
+def _failed_reads(report: InspectionReport) -> str | None:
+    """Why this report takes no more reads: too many that did not match, on it or on its reward code."""
+    if report.review_attempts >= MAX_FAILED_REVIEWS:
+        return f"Inspection {report.id} has had {report.review_attempts} reviews that did not match a read."
+    failed = sum(r.review_attempts for r in stored_reports() if r.reward_fingerprint == report.reward_fingerprint)
+    if failed >= MAX_FAILED_PER_REWARDS:
+        return f"These reward functions, as their code is now, have had {failed} reviews that did not match a read."
+    return None
+
+
+def _record(request: ReviewRequest) -> InspectionReport:
     report = load_report(request.report_id)
     _check_request(request, report)
-    reading = not (request.accept_unread or request.non_interactive)
-    if reading and report.review_attempts >= MAX_FAILED_REVIEWS:
+    refused = _failed_reads(report) if not (request.accept_unread or request.non_interactive) else None
+    if refused is not None:
         raise SkillError(
-            f"Inspection {report.id} has had {report.review_attempts} reviews that did not match a read; it takes "
-            "no more.",
-            "Fix the rewards if they judge samples wrongly, then inspect again (inspect_rewards) and read the new "
-            "report.",
+            f"{refused} No more reads are taken.",
+            "Fix the rewards where they judge samples wrongly (which changes their code), then inspect again and "
+            "read the new report; or train on them unread: accept_unread=true with a reason.",
         )
     key = load_key(report.id)
     reasons, mismatch = _reasons(report, request, key)
@@ -157,9 +167,6 @@ def record_review(request: ReviewRequest) -> InspectionReport:
     )
     if mismatch:
         report.review_attempts += 1
-        with shown_statuses() as statuses:
-            add_check(report, key, statuses)
-            save_key(report.id, key)
     report.verdict = "failed" if reasons else ("accepted_unread" if request.accept_unread else "passed")
     report.verdict_reasons = reasons
     saved = save_report(report)
@@ -213,8 +220,9 @@ def open_gate(
     """The inspection that lets training start on these rewards, and how it was reviewed; or GateClosed saying
     what to do. ``trl``: the GRPOConfig kwargs training will use; the gate keys on their ``reward_weights``
     (unset: 1.0 each, as TRL does). Without ``trl``, on the specs' own weights. ``preferred``: the inspection a
-    run started on, answered while it is still the newest of its kind for these rewards, so that the run's
-    record, metrics header and model card name one inspection even when another one passed meanwhile."""
+    run started on, answered while it still opens the gate for these rewards (unless it was accepted unread and
+    a read has passed since: a read wins), so the run's record, metrics header and model card name one
+    inspection even when another one passed meanwhile."""
     weights = [spec.weight for spec in rewards] if trl is None else trl.get("reward_weights")
     specs = effective_rewards(rewards, weights)
     fingerprint, parts = reward_fingerprint(specs)

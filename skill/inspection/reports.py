@@ -120,7 +120,10 @@ def shown_statuses() -> Iterator[dict[str, bool]]:
         try:
             statuses = json.loads(path.read_text()) if path.is_file() else {}
         except (json.JSONDecodeError, UnicodeDecodeError):  # written atomically, so only a hand edit breaks it
-            statuses = {}
+            raise SkillError(
+                f"{path} (which answers were shown as attention checks) is unreadable.",
+                "Restore it from a backup; or delete it, and every answer counts as never shown again.",
+            ) from None
         before = dict(statuses)
         yield statuses
         if statuses != before:
