@@ -47,3 +47,10 @@ def pass_review(report: InspectionReport, reviewer: str = "tester") -> Inspectio
     result = record_review(ReviewRequest(report_id=report.id, reviewer=reviewer, labels=key_labels(report)))
     assert result.verdict == "passed", result.verdict_reasons
     return result
+
+
+def real_scores(report: InspectionReport, reward: str) -> list[float | None]:
+    """Each sample's real score from ``reward``: the shown one, or for an attention check what it really scored."""
+    key = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())
+    checks = key["checks"] if key["reward"] == reward else {}  # the checks change one reward's score
+    return [checks[str(s.id)]["real"] if str(s.id) in checks else s.scores[reward] for s in report.samples]

@@ -16,7 +16,7 @@ from test_inspection import SOUND, tagged_samples
 
 from skill.errors import SkillError
 from skill.inspection.attention import MIN_CHECKS, MIN_NEW_ANSWERS, plant_checks, review_blocker
-from skill.inspection.gate import MAX_FAILED_PER_REWARDS, MAX_FAILED_REVIEWS, open_gate, record_review
+from skill.inspection.gate import MAX_FAILED_READS_ENV, MAX_FAILED_REVIEWS, open_gate, record_review
 from skill.inspection.reports import load_key, load_report
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SampleResult
@@ -187,22 +187,38 @@ def test_concurrent_reviews_are_counted_one_by_one():
     assert load_report(report.id).review_attempts == MAX_FAILED_REVIEWS
 
 
-def test_failed_reads_are_capped_per_reward_code_and_the_unread_door_stays():
-    rewards = [SOUND[0].model_copy(update={"weight": 0.31}), SOUND[1]]  # a reward set no other test reviews
-    reports = [inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples())) for _ in range(3)]
-    for report in reports[:2]:
-        for _ in range(MAX_FAILED_PER_REWARDS // 2):
+def test_failed_reads_are_capped_per_checked_reward_whatever_the_weights(tmp_path, monkeypatch):
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path))
+    monkeypatch.setenv(MAX_FAILED_READS_ENV, "4")
+
+    def inspected(weight):  # another reward set each time: only the weights differ
+        rewards = [SOUND[0].model_copy(update={"weight": weight}), SOUND[1]]
+        return inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples()))
+
+    for weight in (0.2, 0.21):
+        report = inspected(weight)
+        for _ in range(2):
             labels = {s.id: True for s in report.samples}
             assert record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=labels)).verdict == "failed"
-    labels = key_labels(reports[2])  # even a right read: the reward code has had its tries
-    with pytest.raises(SkillError, match="reviews that did not match a read"):
-        record_review(ReviewRequest(report_id=reports[2].id, reviewer="bot", labels=labels))
-    unread = ReviewRequest(report_id=reports[2].id, reviewer="bot", accept_unread=True, accept_unread_reason="t")
+    report = inspected(0.22)
+    with pytest.raises(SkillError, match="did not match a read 4 times in the last 24 hours"):
+        record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=key_labels(report)))
+    unread = ReviewRequest(report_id=report.id, reviewer="bot", accept_unread=True, accept_unread_reason="t")
     assert record_review(unread).verdict == "accepted_unread"
 
 
+def test_the_figures_a_reader_sees_are_of_the_scores_shown():
+    """Statistics of the real scores beside the shown ones would say where the checks are (mean x n minus the sum
+    shown is what the checks changed); the report's figures are of the scores as shown."""
+    report = inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))
+    checked = load_key(report.id)["reward"]
+    shown = [s.scores[checked] for s in report.samples]
+    assert load_key(report.id)["planted"] and report.stats[checked].mean == pytest.approx(sum(shown) / len(shown))
+
+
 def test_a_report_stored_without_checks_takes_no_read():
-    assert review_blocker({"planted": [], "checks": {}, "reward": "exact_match"}) is not None  # an older key
+    assert review_blocker({"planted": [], "checks": {}, "reward": "exact_match"}) is not None  # older keys
+    assert review_blocker({"planted": [3], "checks": {}, "reward": "exact_match"}) is not None
     assert review_blocker({"planted": [3], "answers": 12, "new_answers": 12}) is None
 
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from new_answers import no_answer_reply
+from new_answers import no_answer_reply, real_scores
 from pydantic import ValidationError
 from test_inspection import SOUND, honest_labels, tagged_samples
 from test_mcp_surface import assert_project_error, call
@@ -135,7 +135,7 @@ def test_3_inspection_scores_the_code_on_disk_not_a_module_the_server_imported(r
     write(reward_dir / "stale_reward.py", SAYS_THE_ANSWER.format(imports="", body="1.0"))
     assert stale.score(["p"], ["no"], answer=["3"]) == [0.0]  # the imported module is still the old one
     edited = inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples()))
-    assert edited.stats["score"].mean == 1.0 and edited.reward_fingerprint == reward_fingerprint(rewards)[0]
+    assert set(real_scores(edited, "score")) == {1.0} and edited.reward_fingerprint == reward_fingerprint(rewards)[0]
     review = record_review(ReviewRequest(report_id=edited.id, reviewer="ana", labels=honest_labels(edited)))
     assert review.verdict == "failed"
     assert any(r.startswith("Fix the reward: score gives the same value (1.0)") for r in review.verdict_reasons)

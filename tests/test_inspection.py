@@ -246,7 +246,8 @@ def test_answer_in_reasoning_blocks_a_reward_reading_the_hidden_answer_not_one_r
 
 
 def test_attention_checks_are_wrong_whatever_the_real_reward_says():
-    report = inspect(SOUND)
+    # Answers in tags only: the gold decides every one, so the checks are drawn from those (10 or more are new).
+    report = inspect(SOUND, [s for s in tagged_samples(96) if "<answer>" in s.completion][:100])
     key = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())
     for sample_id, check in key["checks"].items():
         sample = report.samples[int(sample_id)]

@@ -221,12 +221,15 @@ FUNCTIONS = [  # name, right body, wrong body, the right function (for the expec
 
 
 def code_samples() -> tuple[list[dict[str, Any]], dict[str, bool]]:
-    """60 completions over 4 functions, some right and some wrong; the agent knows which it believes right."""
+    """60 completions over 4 functions, some right and some wrong, each worded its own way (as sampled code is, and
+    as a read needs: at least 10 answers never shown before); the agent knows which it believes right."""
     samples, truth = [], {}
     for index in range(60):
         name, right, wrong, function, cases = FUNCTIONS[index % len(FUNCTIONS)]
         correct = index % 3 != 0
-        completion = f"```python\ndef {name}(a, b):\n    return {right if correct else wrong}\n```"
+        expression = right if correct else wrong
+        body = f"result = {expression}\n    return result" if index % 2 else f"return {expression}"
+        completion = f"```python\ndef {name}(a, b):\n    # take {index}\n    {body}\n```"  # sampled code varies
         tests = [{"call": f"{name}{args}", "expected": function(*args)} for args in cases]
         prompt = f"Write {name}(a, b) in Python. ({index})"
         samples.append({"prompt": prompt, "completion": completion, "columns": {"tests": tests}, "group": index // 6})

@@ -126,7 +126,9 @@ def _candidates(specs: list[RewardSpec], names: list[str], results: list[SampleR
         real = sample.scores.get(name)
         if real is None:
             continue
-        gold, answer = sample.columns.get(column), committed_answer(sample, name)
+        gold = sample.columns.get(column)
+        # Without a gold (code, rubrics) a number in the text is no answer: the whole completion is.
+        answer = committed_answer(sample, name) if gold is not None else None
         key, tag = _key(secret, name, gold, answer, sample.completion)
         well_formed = all((sample.scores.get(f) or 0.0) >= best - 1e-9 for f, best in formats)
         own = name in sample.extracted  # the reward's own reading of the answer, not a guess at it
@@ -209,12 +211,14 @@ def review_blocker(key: dict[str, Any]) -> str | None:
     how many distinct answers the report holds and how many are new, never on which of them are checks (with
     ``MIN_NEW_ANSWERS`` new ones, ``MIN_CHECKS`` of them are)."""
     new = key.get("new_answers")
-    if not key.get("answers", 1) or (new is None and not key.get("planted")):  # (None: a key from before counts)
+    if new is None:  # a report stored before checks were drawn this way: its checks may be known
+        return "This inspection was made by an earlier version of the gate. Inspect again and read the new report."
+    if not key.get("answers", 1):
         return (
             "No attention check can be shown on these samples (no reward gives any sample an extreme score), so a "
             "read cannot be told from agreement. Send samples where the correctness reward both passes and fails."
         )
-    if new is not None and new < MIN_NEW_ANSWERS:
+    if new < MIN_NEW_ANSWERS:
         return (
             f"Only {new} distinct answer{'s' if new != 1 else ''} in this inspection {'was' if new == 1 else 'were'} "
             f"never shown before; a read opens the gate only with at least {MIN_NEW_ANSWERS}, so that its attention "

@@ -17,7 +17,7 @@ A report opens the gate two ways, never by agreeing with everything:
 
 An accept-all (``non_interactive``, ``--yes``) is recorded and never passes. A review that does not
 match a read is answered without saying which samples were checks and changes nothing shown; it is counted,
-per report (``MAX_FAILED_REVIEWS``) and per reward code (``MAX_FAILED_PER_REWARDS``), and reviews are
+per report (``MAX_FAILED_REVIEWS``) and per checked reward per day (``max_failed_reads``), and reviews are
 recorded one at a time, so a blind guess gets a bounded number of tries.
 
 Owns: ``record_review``, ``open_gate``, the passed index, the stamps. May import: ``inspection``
@@ -27,6 +27,7 @@ Owns: ``record_review``, ``open_gate``, the passed index, the stamps. May import
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,7 +36,15 @@ from typing import Any
 from skill.errors import SkillError
 from skill.inspection.attention import reading_matches, review_blocker
 from skill.inspection.fingerprint import effective_rewards, reward_fingerprint
-from skill.inspection.reports import load_key, load_report, reports_dir, save_report, stored_reports
+from skill.inspection.reports import (
+    FAILED_READS_WINDOW_S,
+    load_key,
+    load_report,
+    recent_failed_reads,
+    reports_dir,
+    save_report,
+    stored_reports,
+)
 from skill.inspection.schema import GateDecision, InspectionReport, Review, ReviewRequest
 from skill.rewards.spec import RewardSpec
 from skill.state import exclusive_lock, write_atomically
@@ -43,7 +52,8 @@ from skill.state import exclusive_lock, write_atomically
 NOT_REVIEWED = "reward not reviewed"
 OPENING = ("passed", "accepted_unread")
 MAX_FAILED_REVIEWS = 5  # reads of one report that did not match; then it takes no more
-MAX_FAILED_PER_REWARDS = 10  # across every report of the same reward code: a blind guess gets this many tries
+MAX_FAILED_PER_REWARD = 10  # per checked reward per day, across reports and reward sets (max_failed_reads)
+MAX_FAILED_READS_ENV = "GRPO_RLVR_MAX_FAILED_READS"
 
 
 class GateClosed(SkillError):
@@ -132,27 +142,46 @@ def record_review(request: ReviewRequest) -> InspectionReport:
         return _record(request)
 
 
-def _failed_reads(report: InspectionReport) -> str | None:
-    """Why this report takes no more reads: too many that did not match, on it or on its reward code."""
+def max_failed_reads() -> int:
+    """Failed reads taken per checked reward per day (``GRPO_RLVR_MAX_FAILED_READS``, default 10): how many blind
+    guesses the gate allows. Raising it weakens the gate; test harnesses that fail reviews on purpose raise it.
+
+    >>> max_failed_reads() > 0
+    True
+    """
+    text = os.environ.get(MAX_FAILED_READS_ENV, str(MAX_FAILED_PER_REWARD))
+    if not text.isdigit() or int(text) < 1:
+        raise SkillError(f"{MAX_FAILED_READS_ENV}={text!r} is not a whole number >= 1.", "Unset it (default 10).")
+    return int(text)
+
+
+def _failed_reads(report: InspectionReport, reward: str) -> str | None:
+    """Why this report takes no more reads: too many that did not match, on it or on its checked reward today.
+    The second is counted per reward name, not per reward set or weights: changing either gives no new tries."""
     if report.review_attempts >= MAX_FAILED_REVIEWS:
         return f"Inspection {report.id} has had {report.review_attempts} reviews that did not match a read."
-    failed = sum(r.review_attempts for r in stored_reports() if r.reward_fingerprint == report.reward_fingerprint)
-    if failed >= MAX_FAILED_PER_REWARDS:
-        return f"These reward functions, as their code is now, have had {failed} reviews that did not match a read."
+    recent = recent_failed_reads(reward)
+    if len(recent) >= max_failed_reads():
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(min(recent) + FAILED_READS_WINDOW_S))
+        return (
+            f"Reviews of samples checked on {reward} did not match a read {len(recent)} times in the last 24 hours; "
+            f"the next read is taken after {when}."
+        )
     return None
 
 
 def _record(request: ReviewRequest) -> InspectionReport:
     report = load_report(request.report_id)
     _check_request(request, report)
-    refused = _failed_reads(report) if not (request.accept_unread or request.non_interactive) else None
+    key = load_key(report.id)
+    reading = not (request.accept_unread or request.non_interactive)
+    refused = _failed_reads(report, key.get("reward", "?")) if reading else None
     if refused is not None:
         raise SkillError(
             f"{refused} No more reads are taken.",
-            "Fix the rewards where they judge samples wrongly (which changes their code), then inspect again and "
-            "read the new report; or train on them unread: accept_unread=true with a reason.",
+            "Fix the rewards where they judge samples wrongly, then inspect again and read the new report; or train "
+            "on them unread: accept_unread=true with a reason.",
         )
-    key = load_key(report.id)
     reasons, mismatch = _reasons(report, request, key)
     report.review = Review(
         reviewer=request.reviewer,
@@ -167,6 +196,7 @@ def _record(request: ReviewRequest) -> InspectionReport:
     )
     if mismatch:
         report.review_attempts += 1
+        recent_failed_reads(key.get("reward", "?"), add=True)
     report.verdict = "failed" if reasons else ("accepted_unread" if request.accept_unread else "passed")
     report.verdict_reasons = reasons
     saved = save_report(report)

@@ -4,8 +4,9 @@ The key file (``<id>.key.json``) holds what the reader must not see: which sampl
 checks and what they really scored, and the per-reward fingerprint parts at inspection time (to name
 the reward that changed since). The state root's secret (``.attention-secret``, mode 0600) keys the
 choice of checks, and ``.attention-shown.json`` remembers, per keyed sample, whether it was shown as a
-check, so a sample shown again keeps its status. No tool or resource serves any of them. Owns: the
-reports directory, ``save_report``, ``load_report``, the key file, the secret, the shown statuses. May
+check, so a sample shown again keeps its status; ``.failed-reads.json`` when reviews failed, per checked reward.
+No tool or resource serves any of them. Owns: the reports directory, ``save_report``, ``load_report``, the key
+file, the secret, the shown statuses, the failed reads. May
 import: ``inspection.schema``, ``inspection.render``, ``state``, ``errors``.
 """
 
@@ -15,6 +16,7 @@ import contextlib
 import json
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,7 +62,10 @@ def stored_reports() -> Iterator[InspectionReport]:
     """Every stored report, newest first (ids sort by time), read one at a time as the caller asks."""
     for path in sorted(reports_dir().glob("insp-*.json"), reverse=True):
         if not path.name.endswith(".key.json"):
-            yield InspectionReport.model_validate_json(path.read_text())
+            try:
+                yield InspectionReport.model_validate_json(path.read_text())
+            except ValueError:  # a file edited or torn by hand is no report (load_report names it when asked)
+                continue
 
 
 def save_key(report_id: str, key: dict[str, Any]) -> None:
@@ -128,3 +133,24 @@ def shown_statuses() -> Iterator[dict[str, bool]]:
         yield statuses
         if statuses != before:
             write_atomically(path, json.dumps(statuses, separators=(",", ":")))
+
+
+FAILED_READS_WINDOW_S = 24 * 3600
+
+
+def recent_failed_reads(reward: str, add: bool = False) -> list[float]:
+    """When reads of samples checked on ``reward`` failed within the last day (``add``: count one more now).
+    Called under the gate's review lock; kept in ``.failed-reads.json`` beside the reports."""
+    path = reports_dir() / ".failed-reads.json"
+    try:
+        kept = json.loads(path.read_text()) if path.is_file() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise SkillError(
+            f"{path} (when reviews failed) is unreadable.", "Restore it from a backup, or delete it."
+        ) from None
+    now = time.time()
+    recent = [moment for moment in kept.get(reward, []) if now - moment < FAILED_READS_WINDOW_S]
+    if add:
+        kept[reward] = [*recent, now]
+        write_atomically(path, json.dumps(kept))
+    return recent + ([now] if add else [])

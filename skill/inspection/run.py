@@ -27,9 +27,12 @@ from skill.inspection.schema import (
     Flag,
     InspectionReport,
     InspectionRequest,
+    RewardStats,
+    SampleResult,
     SuppliedSample,
 )
 from skill.inspection.scoring import score_fresh
+from skill.rewards.spec import RewardSpec
 from skill.routing.route import ProbeSpec, load_route, probe_rows
 from skill.sampling import Progress, SamplingSettings, sample_completions
 from skill.state import new_id
@@ -83,6 +86,17 @@ def _collect(
 READ_FIX = "To train on these rewards without a read, record_review with accept_unread=true and a reason."
 
 
+def _stats_and_flags(
+    specs: list[RewardSpec], results: list[SampleResult], timing: dict[str, float]
+) -> tuple[dict[str, RewardStats], list[Flag]]:
+    """Each reward's statistics over these samples, and what they and the reward set say is wrong."""
+    stats = {name: reward_stats(name, results, seconds) for name, seconds in timing.items()}
+    flags = [
+        flag for spec, name in zip(specs, stats, strict=True) for flag in reward_flags(spec, name, stats[name], results)
+    ]
+    return stats, flags + set_flags(specs, stats)
+
+
 def inspect_rewards(
     request: InspectionRequest, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None
 ) -> InspectionReport:
@@ -105,17 +119,17 @@ def inspect_rewards(
     results = scored.results
     if progress is not None:
         progress(1, 3, f"scored {len(results)} samples with {len(scored.timing)} rewards, in a fresh process")
-    stats = {name: reward_stats(name, results, seconds) for name, seconds in scored.timing.items()}
-    flags = [
-        flag
-        for spec, name in zip(request.rewards, stats, strict=True)
-        for flag in reward_flags(spec, name, stats[name], results)
-    ]
-    flags += set_flags(request.rewards, stats) + hack_flags(scored.probes) + scored.flags
     if progress is not None:
         progress(2, 3, f"ran {len(scored.probes)} hack probes")
     with shown_statuses() as statuses:
         shown, key = plant_checks(request.rewards, results, attention_secret(), statuses)
+    # What the reader sees is computed from the scores as shown: statistics of the real scores beside the shown
+    # ones would say where the checks are. Blocking flags come from the real scores (while one stands, no read
+    # can pass, so it tells a reader nothing worth knowing); every other flag and figure from the shown ones.
+    _real_stats, real_flags = _stats_and_flags(request.rewards, results, scored.timing)
+    stats, shown_flags = _stats_and_flags(request.rewards, shown, scored.timing)
+    flags = [f for f in real_flags if f.severity == "blocking"] + [f for f in shown_flags if f.severity != "blocking"]
+    flags += hack_flags(scored.probes) + scored.flags
     blocker = review_blocker(key)
     if blocker is not None:  # said before anyone reads: no read of this report can pass
         flags.append(Flag(code="read_cannot_pass", severity="warning", message=blocker, fix=READ_FIX))
