@@ -13,7 +13,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from skill.data import addition_rows
+from skill.data import ADDITION_QUESTION
 from skill.inspection.gate import record_review
 from skill.inspection.schema import InspectionReport, ReviewRequest
 
@@ -24,16 +24,21 @@ def no_answer_reply() -> str:
 
 
 def addition_samples(count: int = 60) -> list[dict[str, Any]]:
-    """The addition rows answered with the bare sum two times in three, the rest a new reply with no answer."""
-    return [
-        {
-            "prompt": row["prompt"],
-            "completion": row["answer"] if index % 3 else no_answer_reply(),
-            "columns": {"answer": row["answer"]},
-            "group": index // 6,
-        }
-        for index, row in enumerate(addition_rows(count))
-    ]
+    """Addition questions on numbers no other call draws (tests run in parallel on one state root, and a report
+    whose answers a later inspection shows again takes no read), answered with the bare sum two times in three,
+    the rest a new reply with no answer."""
+    samples = []
+    for index in range(count):
+        a, b = random.randint(1000, 999_999), random.randint(1000, 999_999)
+        samples.append(
+            {
+                "prompt": [{"role": "user", "content": ADDITION_QUESTION.format(a=a, b=b)}],
+                "completion": str(a + b) if index % 3 else no_answer_reply(),
+                "columns": {"answer": str(a + b)},
+                "group": index // 6,
+            }
+        )
+    return samples
 
 
 def key_labels(report: InspectionReport) -> dict[int, bool]:

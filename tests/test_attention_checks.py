@@ -195,7 +195,7 @@ def test_failed_reads_are_capped_per_checked_reward_whatever_the_weights(tmp_pat
         rewards = [SOUND[0].model_copy(update={"weight": weight}), SOUND[1]]
         return inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples()))
 
-    for weight in (0.2, 0.21):
+    for weight in (0.2, 0.0):  # the second set also carries a reward at weight 0: it counts for every reward
         report = inspected(weight)
         for _ in range(2):
             labels = {s.id: True for s in report.samples}
@@ -229,3 +229,19 @@ def test_an_unreadable_record_of_shown_answers_is_named_not_reset(tmp_path, monk
     with pytest.raises(SkillError, match="attention-shown.json .* is unreadable"):
         inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))
     assert not list((tmp_path / "inspections").glob("insp-*"))  # nothing stored
+
+
+def test_an_answer_is_read_once_a_later_inspection_of_it_voids_the_earlier_read():
+    samples = tagged_samples()
+    first = inspect_rewards(InspectionRequest(rewards=SOUND, samples=samples))
+    # Another reward set on the same samples (its flags and probes come from the real scores of those answers).
+    inspect_rewards(InspectionRequest(rewards=[SOUND[1]], samples=samples[:55]))
+    late = record_review(ReviewRequest(report_id=first.id, reviewer="bot", labels=key_labels(first)))
+    assert late.verdict == "failed" and late.review_attempts == 0
+    assert "shown again in a later inspection" in " ".join(late.verdict_reasons)
+
+
+def test_probes_the_rewards_withstood_do_not_say_which_sample_they_were_built_on():
+    report = inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))
+    held = [probe for probe in report.probe_results if not probe.hacked]
+    assert held and all(p.completion == "" and p.reference_score is None and p.total_bar is None for p in held)

@@ -192,7 +192,12 @@ def test_5_attention_checks_cannot_be_derived_from_the_request_the_report_or_the
         other = inspect_rewards(InspectionRequest(rewards=SOUND, samples=variant))
         same = [s for s in report.samples if s.id < len(other.samples)]
         assert all(s.scores == other.samples[s.id].scores for s in same)
+    # Answers are read once: the report whose samples were inspected again takes no read (not counted).
+    stale = record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=honest_labels(report)))
+    assert stale.verdict == "failed" and stale.review_attempts == 0
+    assert "shown again in a later inspection" in " ".join(stale.verdict_reasons)
     # A failed review reveals nothing: its reasons name only the reader's own disagreements.
+    report = inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))
     everything_wrong = {s.id: False for s in report.samples}
     failed = record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=everything_wrong))
     assert failed.verdict == "failed" and failed.review_attempts == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from skill.data import addition_rows
+from skill.data import ADDITION_QUESTION
 from skill.errors import SkillError
 from skill.inspection.attention import committed_answer, decided
 from skill.inspection.fingerprint import reward_fingerprint
@@ -30,14 +30,17 @@ SOUND = [
 def tagged_samples(count=60, seed=None):
     """Realistic outputs for the addition task in think/answer format: right, wrong, malformed, multi-line.
 
-    Wrong answers are near misses or drawn from a wide range, so a call without a seed holds answers no earlier
-    inspection in the session showed (a read opens the gate only on a report with enough of them)."""
+    Questions and wrong answers are drawn from a wide range, so a call without a seed holds answers no other
+    inspection in the session showed (a read opens the gate only on a report with enough of them, and only while
+    no later inspection showed them again)."""
     rng = random.Random(seed)
     samples = []
-    for group, row in enumerate(addition_rows(count // 6)):
+    for group in range(count // 6):
+        a, b = rng.randint(1000, 999_999), rng.randint(1000, 999_999)  # golds no other call shares (in parallel)
+        row = {"prompt": [{"role": "user", "content": ADDITION_QUESTION.format(a=a, b=b)}], "answer": str(a + b)}
         gold = int(row["answer"])
         for _ in range(6):
-            answer = rng.choice([gold, gold, gold + 1, rng.randint(41, 99999), rng.randint(41, 99999)])
+            answer = rng.choice([gold, gold, gold + 1, rng.randint(1000, 2_000_000), rng.randint(1000, 2_000_000)])
             completion = rng.choice(
                 [
                     f"<think>Add the two numbers.\nThat gives {answer}.</think>\n<answer>{answer}</answer>",
@@ -151,7 +154,7 @@ def test_unit_tests_plus_a_small_format_reward_is_not_blocked_by_code_probes():
     assert {"sys_exit_0", "always_equal"} <= {p.probe for p in report.probe_results if p.reward == "unit_tests"}
     # A well-formed code block scores the format reward, yet at weight 0.2 the total stays under a correct answer.
     exits = next(p for p in report.probe_results if p.probe == "sys_exit_0")
-    assert exits.total == pytest.approx(0.2) and exits.total_bar == pytest.approx(1.0) and not exits.hacked
+    assert exits.total == pytest.approx(0.2) and not exits.hacked  # (its bar, 1.0, is not shown: it held)
 
 
 def test_a_format_reward_at_zero_on_every_sample_is_information_not_a_block():

@@ -191,8 +191,8 @@ def plant_checks(
     specs: list[RewardSpec], results: list[SampleResult], secret: bytes, statuses: dict[str, bool]
 ) -> tuple[list[SampleResult], dict[str, Any]]:
     """The samples as shown (checks in place) and the key: ``planted`` ids, ``checks``, ``answers`` (distinct
-    answers that can carry a check) and ``new_answers`` (those never shown before). ``statuses`` (tag -> shown as
-    a check) is read and extended."""
+    answers that can carry a check), ``new_answers`` (those never shown before) and their ``tags``. ``statuses``
+    (tag -> shown as a check) is read and extended."""
     names = list(results[0].scores)
     name, found = _candidates(specs, names, results, secret)
     new = _new_tags(found, statuses)
@@ -203,7 +203,8 @@ def plant_checks(
     shown = [sample.model_copy(deep=True) for sample in results]
     checks = {str(c.id): _show(shown, specs, name, c) for c in chosen}
     key = {"planted": sorted(c.id for c in chosen), "checks": checks, "reward": name}
-    return shown, {**key, "answers": len({c.tag for c in found}), "new_answers": len(new)}
+    tags_shown = sorted({c.tag for c in found})
+    return shown, {**key, "answers": len(tags_shown), "new_answers": len(new), "tags": tags_shown}
 
 
 def review_blocker(key: dict[str, Any]) -> str | None:

@@ -17,8 +17,9 @@ A report opens the gate two ways, never by agreeing with everything:
 
 An accept-all (``non_interactive``, ``--yes``) is recorded and never passes. A review that does not
 match a read is answered without saying which samples were checks and changes nothing shown; it is counted,
-per report (``MAX_FAILED_REVIEWS``) and per checked reward per day (``max_failed_reads``), and reviews are
-recorded one at a time, so a blind guess gets a bounded number of tries.
+per report (``MAX_FAILED_REVIEWS``) and per reward per day (``max_failed_reads``), and reviews are
+recorded one at a time, so a blind guess gets a bounded number of tries. An answer is read once: a report whose
+answers a later inspection showed again takes no read (the later one may say what they really scored).
 
 Owns: ``record_review``, ``open_gate``, the passed index, the stamps. May import: ``inspection``
 (attention, fingerprint, reports, schema), ``rewards``, ``state``, ``errors``.
@@ -43,6 +44,7 @@ from skill.inspection.reports import (
     recent_failed_reads,
     reports_dir,
     save_report,
+    shown_again,
     stored_reports,
 )
 from skill.inspection.schema import GateDecision, InspectionReport, Review, ReviewRequest
@@ -52,7 +54,7 @@ from skill.state import exclusive_lock, write_atomically
 NOT_REVIEWED = "reward not reviewed"
 OPENING = ("passed", "accepted_unread")
 MAX_FAILED_REVIEWS = 5  # reads of one report that did not match; then it takes no more
-MAX_FAILED_PER_REWARD = 10  # per checked reward per day, across reports and reward sets (max_failed_reads)
+MAX_FAILED_PER_REWARD = 10  # per reward per day, across reports and reward sets (max_failed_reads)
 MAX_FAILED_READS_ENV = "GRPO_RLVR_MAX_FAILED_READS"
 
 
@@ -105,6 +107,13 @@ def _reasons(report: InspectionReport, request: ReviewRequest, key: dict[str, An
     blocker = review_blocker(key)
     if blocker is not None:
         return reasons + [blocker], False
+    again = shown_again(key.get("tags", []), report.id)
+    if again:  # a later report of the same answers may say what this one's checks really scored
+        return reasons + [
+            f"{again} answer{'s' if again != 1 else ''} of this inspection {'were' if again != 1 else 'was'} shown "
+            "again in a later inspection, so a read of this one no longer counts. Read the later one if it can be "
+            "read, or inspect samples with new answers."
+        ], False
     planted = key.get("planted", [])
     if reading_matches(request.labels, planted):
         return reasons, False
@@ -143,7 +152,7 @@ def record_review(request: ReviewRequest) -> InspectionReport:
 
 
 def max_failed_reads() -> int:
-    """Failed reads taken per checked reward per day (``GRPO_RLVR_MAX_FAILED_READS``, default 10): how many blind
+    """Failed reads taken per reward per day (``GRPO_RLVR_MAX_FAILED_READS``, default 10): how many blind
     guesses the gate allows. Raising it weakens the gate; test harnesses that fail reviews on purpose raise it.
 
     >>> max_failed_reads() > 0
@@ -155,18 +164,19 @@ def max_failed_reads() -> int:
     return int(text)
 
 
-def _failed_reads(report: InspectionReport, reward: str) -> str | None:
-    """Why this report takes no more reads: too many that did not match, on it or on its checked reward today.
-    The second is counted per reward name, not per reward set or weights: changing either gives no new tries."""
+def _failed_reads(report: InspectionReport) -> str | None:
+    """Why this report takes no more reads: too many that did not match, on it, or today on any reward it holds.
+    A failed read counts against every reward of the set, so another set, order or weight gives no new tries."""
     if report.review_attempts >= MAX_FAILED_REVIEWS:
         return f"Inspection {report.id} has had {report.review_attempts} reviews that did not match a read."
-    recent = recent_failed_reads(reward)
-    if len(recent) >= max_failed_reads():
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(min(recent) + FAILED_READS_WINDOW_S))
-        return (
-            f"Reviews of samples checked on {reward} did not match a read {len(recent)} times in the last 24 hours; "
-            f"the next read is taken after {when}."
-        )
+    for spec in report.rewards:
+        recent = recent_failed_reads(spec.name)
+        if len(recent) >= max_failed_reads():
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(min(recent) + FAILED_READS_WINDOW_S))
+            return (
+                f"Reviews of samples scored by {spec.name} did not match a read {len(recent)} times in the last "
+                f"24 hours; the next read is taken after {when}."
+            )
     return None
 
 
@@ -175,7 +185,7 @@ def _record(request: ReviewRequest) -> InspectionReport:
     _check_request(request, report)
     key = load_key(report.id)
     reading = not (request.accept_unread or request.non_interactive)
-    refused = _failed_reads(report, key.get("reward", "?")) if reading else None
+    refused = _failed_reads(report) if reading else None
     if refused is not None:
         raise SkillError(
             f"{refused} No more reads are taken.",
@@ -196,7 +206,8 @@ def _record(request: ReviewRequest) -> InspectionReport:
     )
     if mismatch:
         report.review_attempts += 1
-        recent_failed_reads(key.get("reward", "?"), add=True)
+        for spec in report.rewards:
+            recent_failed_reads(spec.name, add=True)
     report.verdict = "failed" if reasons else ("accepted_unread" if request.accept_unread else "passed")
     report.verdict_reasons = reasons
     saved = save_report(report)

@@ -4,7 +4,8 @@ The key file (``<id>.key.json``) holds what the reader must not see: which sampl
 checks and what they really scored, and the per-reward fingerprint parts at inspection time (to name
 the reward that changed since). The state root's secret (``.attention-secret``, mode 0600) keys the
 choice of checks, and ``.attention-shown.json`` remembers, per keyed sample, whether it was shown as a
-check, so a sample shown again keeps its status; ``.failed-reads.json`` when reviews failed, per checked reward.
+check, so a sample shown again keeps its status; ``.attention-last.json`` the last inspection that showed each
+answer; ``.failed-reads.json`` when reviews failed, per reward.
 No tool or resource serves any of them. Owns: the reports directory, ``save_report``, ``load_report``, the key
 file, the secret, the shown statuses, the failed reads. May
 import: ``inspection.schema``, ``inspection.render``, ``state``, ``errors``.
@@ -154,3 +155,22 @@ def recent_failed_reads(reward: str, add: bool = False) -> list[float]:
         kept[reward] = [*recent, now]
         write_atomically(path, json.dumps(kept))
     return recent + ([now] if add else [])
+
+
+def _last_shown_path() -> Path:
+    return reports_dir() / ".attention-last.json"
+
+
+def record_last_shown(tags: list[str], report_id: str) -> None:
+    """Remember ``report_id`` as the last inspection that showed these answers; call under ``shown_statuses``."""
+    path = _last_shown_path()
+    last = json.loads(path.read_text()) if path.is_file() else {}
+    last.update(dict.fromkeys(tags, report_id))
+    write_atomically(path, json.dumps(last, separators=(",", ":")))
+
+
+def shown_again(tags: list[str], report_id: str) -> int:
+    """How many of these answers a later inspection than ``report_id`` showed."""
+    path = _last_shown_path()
+    last = json.loads(path.read_text()) if path.is_file() else {}
+    return sum(last.get(tag, report_id) != report_id for tag in tags)

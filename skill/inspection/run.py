@@ -20,13 +20,14 @@ from skill.errors import SkillError
 from skill.inspection.attention import plant_checks, review_blocker
 from skill.inspection.fingerprint import reward_fingerprint
 from skill.inspection.flags import hack_flags, reward_flags, reward_stats, set_flags
-from skill.inspection.reports import attention_secret, save_key, save_report, shown_statuses
+from skill.inspection.reports import attention_secret, record_last_shown, save_key, save_report, shown_statuses
 from skill.inspection.schema import (
     MAX_SAMPLES,
     MIN_SAMPLES,
     Flag,
     InspectionReport,
     InspectionRequest,
+    ProbeResult,
     RewardStats,
     SampleResult,
     SuppliedSample,
@@ -86,6 +87,13 @@ def _collect(
 READ_FIX = "To train on these rewards without a read, record_review with accept_unread=true and a reason."
 
 
+def quiet(probe: ProbeResult) -> ProbeResult:
+    """A probe the rewards withstood, without what it was built from: its text and bars come from the sample the
+    reward scored best (really, not as shown), so they would point at attention checks. A hacked probe keeps
+    them: it blocks the report, and the user needs them to fix the reward."""
+    return probe.model_copy(update={"completion": "", "expected": "", "reference_score": None, "total_bar": None})
+
+
 def _stats_and_flags(
     specs: list[RewardSpec], results: list[SampleResult], timing: dict[str, float]
 ) -> tuple[dict[str, RewardStats], list[Flag]]:
@@ -121,8 +129,10 @@ def inspect_rewards(
         progress(1, 3, f"scored {len(results)} samples with {len(scored.timing)} rewards, in a fresh process")
     if progress is not None:
         progress(2, 3, f"ran {len(scored.probes)} hack probes")
+    report_id = new_id("insp")
     with shown_statuses() as statuses:
         shown, key = plant_checks(request.rewards, results, attention_secret(), statuses)
+        record_last_shown(key["tags"], report_id)
     # What the reader sees is computed from the scores as shown: statistics of the real scores beside the shown
     # ones would say where the checks are. Blocking flags come from the real scores (while one stands, no read
     # can pass, so it tells a reader nothing worth knowing); every other flag and figure from the shown ones.
@@ -134,7 +144,7 @@ def inspect_rewards(
     if blocker is not None:  # said before anyone reads: no read of this report can pass
         flags.append(Flag(code="read_cannot_pass", severity="warning", message=blocker, fix=READ_FIX))
     report = InspectionReport(
-        id=new_id("insp"),
+        id=report_id,
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         rewards=request.rewards,
         reward_fingerprint=scored.fingerprint,
@@ -142,7 +152,7 @@ def inspect_rewards(
         samples=shown,
         stats=stats,
         flags=flags,
-        probe_results=scored.probes,
+        probe_results=[probe if probe.hacked else quiet(probe) for probe in scored.probes],
         seconds=round(time.perf_counter() - started, 3),
     )
     save_key(report.id, {**key, "fingerprint_parts": scored.fingerprint_parts})
