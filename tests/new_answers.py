@@ -56,6 +56,6 @@ def pass_review(report: InspectionReport, reviewer: str = "tester") -> Inspectio
 
 def real_scores(report: InspectionReport, reward: str) -> list[float | None]:
     """Each sample's real score from ``reward``: the shown one, or for an attention check what it really scored."""
-    key = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())
-    checks = key["checks"] if key["reward"] == reward else {}  # the checks change one reward's score
-    return [checks[str(s.id)]["real"] if str(s.id) in checks else s.scores[reward] for s in report.samples]
+    checks = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["checks"]
+    real = {int(i): {**check.get("others_real", {}), check["reward"]: check["real"]} for i, check in checks.items()}
+    return [real[s.id][reward] if s.id in real else s.scores[reward] for s in report.samples]

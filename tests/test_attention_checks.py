@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from new_answers import key_labels, pass_review
+from new_answers import key_labels, pass_review, real_scores
 from test_inspection import SOUND, tagged_samples
 
 from skill.errors import SkillError
@@ -20,6 +20,7 @@ from skill.inspection.gate import MAX_FAILED_READS_ENV, MAX_FAILED_REVIEWS, open
 from skill.inspection.reports import load_key, load_report
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SampleResult
+from skill.rewards.spec import RewardSpec
 from skill.state import STATE_ROOT_ENV
 
 SPECS = SOUND
@@ -234,14 +235,43 @@ def test_an_unreadable_record_of_shown_answers_is_named_not_reset(tmp_path, monk
 def test_an_answer_is_read_once_a_later_inspection_of_it_voids_the_earlier_read():
     samples = tagged_samples()
     first = inspect_rewards(InspectionRequest(rewards=SOUND, samples=samples))
-    # Another reward set on the same samples (its flags and probes come from the real scores of those answers).
-    inspect_rewards(InspectionRequest(rewards=[SOUND[1]], samples=samples[:55]))
+    # Another reward set on the same samples, checked on another reward (so other tags): its flags and probes come
+    # from the real scores of those answers. Reworded prompts and a renamed gold column change nothing.
+    moved = [s.model_copy(update={"columns": {"gold": s.columns["answer"]}}) for s in reworded(samples[:55])]
+    inspect_rewards(InspectionRequest(rewards=[SOUND[0]], samples=moved))
     late = record_review(ReviewRequest(report_id=first.id, reviewer="bot", labels=key_labels(first)))
     assert late.verdict == "failed" and late.review_attempts == 0
     assert "shown again in a later inspection" in " ".join(late.verdict_reasons)
+
+
+def reworded(samples):
+    """The same samples, their prompts worded a little differently."""
+    return [
+        sample.model_copy(update={"prompt": [{"role": "user", "content": sample.prompt[0]["content"] + "?"}]})
+        for sample in samples
+    ]
 
 
 def test_probes_the_rewards_withstood_do_not_say_which_sample_they_were_built_on():
     report = inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))
     held = [probe for probe in report.probe_results if not probe.hacked]
     assert held and all(p.completion == "" and p.reference_score is None and p.total_bar is None for p in held)
+
+
+def test_a_second_correctness_reward_is_shown_as_the_first_on_every_check():
+    """Two rewards that judge the same answers: where the checked one shows a wrong score, the other is mirrored
+    too, so comparing them points at no check (they agree on a sample exactly where they really agree)."""
+    twin = RewardSpec(name="exact_match", role="correctness", weight=0.0, params={"extract": "last_number"})
+    rewards = [SOUND[0], RewardSpec(name="math", role="correctness"), twin]
+    report = inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples()))
+    math, exact = real_scores(report, "math"), real_scores(report, "exact_match")
+    assert load_key(report.id)["planted"]
+    for sample, real_math, real_exact in zip(report.samples, math, exact, strict=True):
+        assert (sample.scores["math"] == sample.scores["exact_match"]) == (real_math == real_exact), sample.id
+
+
+def test_answers_shown_under_another_reward_set_first_are_not_new():
+    samples = tagged_samples()
+    inspect_rewards(InspectionRequest(rewards=[RewardSpec(name="math", role="correctness")], samples=samples))
+    later = inspect_rewards(InspectionRequest(rewards=SOUND, samples=samples))
+    assert blocked(later) and load_key(later.id)["new_answers"] < MIN_NEW_ANSWERS

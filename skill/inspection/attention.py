@@ -9,22 +9,25 @@ from the gold (and never states it) is shown at its top. Where the reward itself
 sample, the score shown is its own. Only when too few samples can be decided from the gold are others
 shown inverted (top and floor swapped) to reach the minimum.
 
-Checks are kept per answer (a keyed hash of the reward, the gold and the committed answer, under the state
-root's secret: its tag). What a tag was shown as is remembered (``statuses``, kept by the caller per state
-root) and it keeps it: every copy of an answer, and the same samples inspected again through the API
-(re-scored, a subset, a superset, reworded prompts), show the same checks with the same wrong scores, so
-comparing reports points at none. New tags are drawn from a pool: the new answers the gold decides when
-there are at least ``MIN_NEW_ANSWERS`` of them, else every new answer; those whose key falls under
-``BASE_RATE`` are checks, topped up by lowest key until ``MIN_CHECKS`` are.
+Checks are kept per answer (a keyed hash of the gold and the answer a sample states, read the same way
+under every reward set, under the state root's secret: its tag). A check shows the target reward wrong and
+every other reward that varies mirrored, so no reward shown at its real score beside it points at it. What
+a tag was shown as is remembered (``statuses``, kept by the caller per state root) and it keeps it: every
+copy of an answer, and the same samples inspected again through the API (re-scored, a subset, a superset,
+reworded prompts), show the same checks with the same wrong scores, so comparing reports points at none.
+New tags are drawn from a pool: the new answers the gold decides when there are at least
+``MIN_NEW_ANSWERS`` of them, else every new answer; those whose key falls under ``BASE_RATE`` are checks,
+topped up by lowest key until ``MIN_CHECKS`` are.
 
 A read opens the gate only on a report with at least ``MIN_NEW_ANSWERS`` distinct answers never shown
-before (``review_blocker``), so its checks include ``MIN_CHECKS`` that no earlier report, review or refusal
-can have revealed, and how the report was composed does not say which: copies of a few answers, answers
-already shown, or three decided answers among nonsense cannot be labelled from what is known. The report
-says so before it is read, from those counts alone. The price: after a reward fix, a read needs samples
-with new answers (other rows). A review that fails says nothing about which samples were checks and
-changes nothing in the report; the gate (``inspection.gate``) counts failed reads per report and per
-reward code, so a blind guess (about one in C(10, 3) = 120 at the minimum) gets a bounded number of tries.
+before, by any key any reward set knows them by (``sample_keys``; ``review_blocker``), so its checks
+include ``MIN_CHECKS`` that no earlier report, review or refusal can have revealed, and how the report
+was composed does not say which. The report says so before it is read, from those counts alone. An answer
+is read once: the gate takes no read of a report whose answers a later inspection showed again. The
+price: after a reward fix, a read needs samples with new answers (other rows). A review that fails says
+nothing about which samples were checks and changes nothing in the report; the gate counts failed reads
+per report and per reward per day, so a blind guess (about one in C(10, 3) = 120 at the minimum) gets a
+bounded number of tries.
 
 What this cannot do: tell a person's read from a program that judges every sample itself, e.g. by
 calling the reward function in Python on the samples shown (where the reward is right about a check,
@@ -42,11 +45,12 @@ import hmac
 import json
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from skill.inspection.schema import SampleResult
 from skill.rewards.spec import RewardSpec
-from skill.rewards.text import answers_equal, extract_answer
+from skill.rewards.text import answers_equal, extract_answer, normalise_answer
 
 MIN_CHECKS = 3
 BASE_RATE = 0.12  # the share of samples the gold decides whose key makes them checks (about 4 in 60 samples)
@@ -61,6 +65,7 @@ class Candidate:
     decided: bool  # wrong by the gold, whatever the reward says (else: inverted)
     key: float
     tag: str = ""  # the key as hex: how the sample's status is remembered across reports
+    seen: bool = False  # its answer was shown before, under some key (sample_keys)
 
 
 def _target(specs: list[RewardSpec]) -> int:
@@ -106,14 +111,51 @@ def decided(completion: str, gold: str, answer: str | None, own_reading: bool) -
     return "wrong" if numeric and (own_reading or not _states(completion, gold.strip())) else None
 
 
-def _key(secret: bytes, name: str, gold: Any, answer: str | None, completion: str) -> tuple[float, str]:
-    """The sample's key in [0, 1) and its hex tag."""
-    material = json.dumps([name, None if gold is None else str(gold), answer or " ".join(completion.split())])
+def _canonical(text: Any) -> str:
+    """An answer or a gold as a value: whitespace, case, separators and trailing zeros do not make another one."""
+    plain = normalise_answer(str(text))
+    try:
+        return format(Decimal(plain).normalize(), "f")
+    except (InvalidOperation, ValueError):
+        return plain
+
+
+def stated_answer(sample: SampleResult) -> str | None:
+    """The answer a sample states, read the same way whatever rewards score it: its tagged answer, else its last
+    number (so one answer has one identity under every reward set)."""
+    return extract_answer(sample.completion, "answer_tag" if "<answer>" in sample.completion else "last_number")
+
+
+def sample_keys(sample: SampleResult) -> list[str]:
+    """Keys that recognise a sample's answer in any inspection whatever reward scores it: its text, and the answer
+    it states with each column value (the gold, whatever the column is called).
+
+    >>> one = SampleResult(id=0, prompt="p", completion="<answer>7</answer>", columns={"gold": "7"}, scores={}, total=1)
+    >>> moved = one.model_copy(update={"columns": {"answer": 7.0, "extra": "z"}})  # the gold renamed, as a float
+    >>> len(sample_keys(one)), set(sample_keys(one)) <= set(sample_keys(moved))
+    (2, True)
+    """
+    answer = stated_answer(sample)
+    material = [["text", " ".join(sample.completion.split())]]
+    if answer is not None:
+        values = [v for v in sample.columns.values() if isinstance(v, str | int | float)]
+        material += [["answer", _canonical(answer), _canonical(value)] for value in values]
+    return [hashlib.sha256(json.dumps(item).encode()).hexdigest()[:24] for item in material]
+
+
+def _key(secret: bytes, gold: Any, sample: SampleResult) -> tuple[float, str]:
+    """The sample's key in [0, 1) and its hex tag: its stated answer (or, without a gold or an answer, its text) to
+    its gold, whatever the rewards; so an answer keeps its status under every reward set."""
+    answer = stated_answer(sample) if gold is not None else None
+    stated = _canonical(answer) if answer is not None else " ".join(sample.completion.split())
+    material = json.dumps([None if gold is None else _canonical(gold), stated])
     digest = hmac.new(secret, material.encode(), hashlib.sha256).digest()[:8]
     return int.from_bytes(digest, "big") / 2**64, digest.hex()
 
 
-def _candidates(specs: list[RewardSpec], names: list[str], results: list[SampleResult], secret: bytes):
+def _candidates(
+    specs: list[RewardSpec], names: list[str], results: list[SampleResult], secret: bytes, seen: frozenset[str]
+):
     """Every sample that can carry a check, with the score it would show. Whether a sample qualifies depends on
     the sample alone (its scores, answer and gold), not on the other samples sent with it."""
     target = _target(specs)
@@ -129,14 +171,15 @@ def _candidates(specs: list[RewardSpec], names: list[str], results: list[SampleR
         gold = sample.columns.get(column)
         # Without a gold (code, rubrics) a number in the text is no answer: the whole completion is.
         answer = committed_answer(sample, name) if gold is not None else None
-        key, tag = _key(secret, name, gold, answer, sample.completion)
+        key, tag = _key(secret, gold, sample)
         well_formed = all((sample.scores.get(f) or 0.0) >= best - 1e-9 for f, best in formats)
         own = name in sample.extracted  # the reward's own reading of the answer, not a guess at it
         verdict = decided(sample.completion, str(gold), answer, own) if gold is not None else None
+        old = not seen.isdisjoint(sample_keys(sample))
         if verdict is not None and (own or (well_formed and real == (top if verdict == "correct" else floor))):
-            found.append(Candidate(sample.id, floor if verdict == "correct" else top, True, key, tag))
+            found.append(Candidate(sample.id, floor if verdict == "correct" else top, True, key, tag, old))
         elif real <= floor + 0.1 * (top - floor) or real >= top - 0.1 * (top - floor):
-            found.append(Candidate(sample.id, top if real - floor < top - real else floor, False, key, tag))
+            found.append(Candidate(sample.id, top if real - floor < top - real else floor, False, key, tag, old))
     return name, found
 
 
@@ -145,16 +188,30 @@ def _total(specs: list[RewardSpec], scores: dict[str, float | None]) -> float | 
     return None if None in values else sum(s.weight * v for s, v in zip(specs, values, strict=True))
 
 
-def _show(shown: list[SampleResult], specs: list[RewardSpec], name: str, candidate: Candidate) -> dict[str, Any]:
+def _show(
+    shown: list[SampleResult], specs: list[RewardSpec], name: str, candidate: Candidate, bounds: dict[str, tuple]
+) -> dict[str, Any]:
+    """Show a check: the target reward at the wrong score, and every other reward in ``bounds`` mirrored within its
+    range (top and floor swapped), so no second reward shown at its real score says which samples are checks."""
     sample = shown[candidate.id]
-    real = sample.scores[name]
+    real = dict(sample.scores)
+    for other, value in real.items():
+        if other != name and other in bounds and value is not None:
+            low, high = bounds[other]
+            sample.scores[other] = low + high - value
     sample.scores[name] = candidate.shown
     sample.total = _total(specs, sample.scores)
-    return {"reward": name, "shown": candidate.shown, "real": real, "decided_by_gold": candidate.decided}
+    return {
+        "reward": name,
+        "shown": candidate.shown,
+        "real": real[name],
+        "decided_by_gold": candidate.decided,
+        "others_real": {k: v for k, v in real.items() if k != name},
+    }
 
 
 def _new_tags(found: list[Candidate], statuses: dict[str, bool]) -> dict[str, Candidate]:
-    """The tags never shown before, one candidate each (one decided by the gold when any is)."""
+    """The tags never shown before, under any key, one candidate each (one decided by the gold when any is)."""
     new: dict[str, Candidate] = {}
     for candidate in found:
         if candidate.tag not in statuses and (
@@ -188,23 +245,33 @@ def _checked_tags(new: dict[str, Candidate], statuses: dict[str, bool]) -> set[s
 
 
 def plant_checks(
-    specs: list[RewardSpec], results: list[SampleResult], secret: bytes, statuses: dict[str, bool]
+    specs: list[RewardSpec],
+    results: list[SampleResult],
+    secret: bytes,
+    statuses: dict[str, bool],
+    seen: frozenset[str] = frozenset(),
 ) -> tuple[list[SampleResult], dict[str, Any]]:
     """The samples as shown (checks in place) and the key: ``planted`` ids, ``checks``, ``answers`` (distinct
-    answers that can carry a check), ``new_answers`` (those never shown before) and their ``tags``. ``statuses``
-    (tag -> shown as a check) is read and extended."""
+    answers that can carry a check), ``new_answers`` (those never shown before) and ``sightings`` (every key its
+    answers are known by). ``statuses`` (tag -> shown as a check) is read and extended; ``seen``: the keys of
+    answers earlier inspections showed."""
     names = list(results[0].scores)
-    name, found = _candidates(specs, names, results, secret)
+    name, found = _candidates(specs, names, results, secret, seen)
     new = _new_tags(found, statuses)
     # Every sample with a checked tag is a check (the same answer to the same gold shows the same score
     # everywhere); no cap, so a sample's status never depends on the other samples sent.
     tags = _checked_tags(new, statuses)
     chosen = [c for c in found if c.tag in tags]
     shown = [sample.model_copy(deep=True) for sample in results]
-    checks = {str(c.id): _show(shown, specs, name, c) for c in chosen}
+    # Other rewards are mirrored on checks where they vary; one constant over the report says nothing about
+    # correctness, and left as it is it keeps its constant_reward warning.
+    varying = [other for other in names if len({r.scores.get(other) for r in results} - {None}) > 1]
+    bounds = {other: _bounds(other, results) for other in varying}
+    checks = {str(c.id): _show(shown, specs, name, c, bounds) for c in chosen}
     key = {"planted": sorted(c.id for c in chosen), "checks": checks, "reward": name}
     tags_shown = sorted({c.tag for c in found})
-    return shown, {**key, "answers": len(tags_shown), "new_answers": len(new), "tags": tags_shown}
+    sightings = sorted({k for sample in results for k in sample_keys(sample)})
+    return shown, {**key, "answers": len(tags_shown), "new_answers": len(new), "sightings": tags_shown + sightings}
 
 
 def review_blocker(key: dict[str, Any]) -> str | None:

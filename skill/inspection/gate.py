@@ -107,12 +107,11 @@ def _reasons(report: InspectionReport, request: ReviewRequest, key: dict[str, An
     blocker = review_blocker(key)
     if blocker is not None:
         return reasons + [blocker], False
-    again = shown_again(key.get("tags", []), report.id)
+    again = shown_again(key.get("sightings", []), report.id)
     if again:  # a later report of the same answers may say what this one's checks really scored
         return reasons + [
-            f"{again} answer{'s' if again != 1 else ''} of this inspection {'were' if again != 1 else 'was'} shown "
-            "again in a later inspection, so a read of this one no longer counts. Read the later one if it can be "
-            "read, or inspect samples with new answers."
+            "Answers of this inspection were shown again in a later inspection (under any reward set), so a read "
+            "of this one no longer counts. Read the later one if it can be read, or inspect samples with new answers."
         ], False
     planted = key.get("planted", [])
     if reading_matches(request.labels, planted):

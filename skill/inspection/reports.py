@@ -161,6 +161,12 @@ def _last_shown_path() -> Path:
     return reports_dir() / ".attention-last.json"
 
 
+def shown_keys() -> frozenset[str]:
+    """The keys of every answer an inspection has shown (see ``attention.sample_keys``)."""
+    path = _last_shown_path()
+    return frozenset(json.loads(path.read_text())) if path.is_file() else frozenset()
+
+
 def record_last_shown(tags: list[str], report_id: str) -> None:
     """Remember ``report_id`` as the last inspection that showed these answers; call under ``shown_statuses``."""
     path = _last_shown_path()

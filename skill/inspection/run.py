@@ -20,7 +20,14 @@ from skill.errors import SkillError
 from skill.inspection.attention import plant_checks, review_blocker
 from skill.inspection.fingerprint import reward_fingerprint
 from skill.inspection.flags import hack_flags, reward_flags, reward_stats, set_flags
-from skill.inspection.reports import attention_secret, record_last_shown, save_key, save_report, shown_statuses
+from skill.inspection.reports import (
+    attention_secret,
+    record_last_shown,
+    save_key,
+    save_report,
+    shown_keys,
+    shown_statuses,
+)
 from skill.inspection.schema import (
     MAX_SAMPLES,
     MIN_SAMPLES,
@@ -131,8 +138,8 @@ def inspect_rewards(
         progress(2, 3, f"ran {len(scored.probes)} hack probes")
     report_id = new_id("insp")
     with shown_statuses() as statuses:
-        shown, key = plant_checks(request.rewards, results, attention_secret(), statuses)
-        record_last_shown(key["tags"], report_id)
+        shown, key = plant_checks(request.rewards, results, attention_secret(), statuses, shown_keys())
+        record_last_shown(key["sightings"], report_id)
     # What the reader sees is computed from the scores as shown: statistics of the real scores beside the shown
     # ones would say where the checks are. Blocking flags come from the real scores (while one stands, no read
     # can pass, so it tells a reader nothing worth knowing); every other flag and figure from the shown ones.
