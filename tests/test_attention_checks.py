@@ -275,3 +275,19 @@ def test_answers_shown_under_another_reward_set_first_are_not_new():
     inspect_rewards(InspectionRequest(rewards=[RewardSpec(name="math", role="correctness")], samples=samples))
     later = inspect_rewards(InspectionRequest(rewards=SOUND, samples=samples))
     assert blocked(later) and load_key(later.id)["new_answers"] < MIN_NEW_ANSWERS
+
+
+def test_a_gold_written_another_way_does_not_make_old_answers_new():
+    """$1250, 1250.0 and 1250 dollars score alike: written another way (and the replies reworded around the same
+    answers), a gold must not buy the same answers new checks (reports of them, compared, would say which were)."""
+    samples = tagged_samples()
+    inspect_rewards(InspectionRequest(rewards=SOUND, samples=samples))
+    for written in ("${}", "{}.0", "{} dollars"):
+        moved = [
+            s.model_copy(
+                update={"columns": {"answer": written.format(s.columns["answer"])}, "completion": f"So: {s.completion}"}
+            )
+            for s in samples
+        ]
+        again = inspect_rewards(InspectionRequest(rewards=SOUND, samples=reworded(moved)))
+        assert blocked(again) and load_key(again.id)["new_answers"] == 0, written

@@ -45,10 +45,10 @@ import hmac
 import json
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from skill.inspection.schema import SampleResult
+from skill.rewards.answers import read_number
 from skill.rewards.spec import RewardSpec
 from skill.rewards.text import answers_equal, extract_answer, normalise_answer
 
@@ -111,13 +111,20 @@ def decided(completion: str, gold: str, answer: str | None, own_reading: bool) -
     return "wrong" if numeric and (own_reading or not _states(completion, gold.strip())) else None
 
 
-def _canonical(text: Any) -> str:
-    """An answer or a gold as a value: whitespace, case, separators and trailing zeros do not make another one."""
-    plain = normalise_answer(str(text))
-    try:
-        return format(Decimal(plain).normalize(), "f")
-    except (InvalidOperation, ValueError):
-        return plain
+def _readings(text: Any) -> list[str]:
+    """An answer or a gold as the values it may stand for, at least as loosely as the rewards compare them
+    (``$1,250``, ``1250.0`` and ``2500/2`` read alike; 50% reads as 50 and as 0.5); else its normalised text.
+
+    >>> _readings("$1,250"), _readings("2500/2"), _readings("50%"), _readings(" Paris ")
+    (['1250'], ['1250'], ['50', '0.5'], ['paris'])
+    """
+    number = read_number(str(text))
+    if number is not None:
+        try:
+            return [format(float(value), ".8g") for value in number.values()]
+        except OverflowError:
+            pass
+    return [normalise_answer(str(text))]
 
 
 def stated_answer(sample: SampleResult) -> str | None:
@@ -139,7 +146,9 @@ def sample_keys(sample: SampleResult) -> list[str]:
     material = [["text", " ".join(sample.completion.split())]]
     if answer is not None:
         values = [v for v in sample.columns.values() if isinstance(v, str | int | float)]
-        material += [["answer", _canonical(answer), _canonical(value)] for value in values]
+        material += [
+            ["answer", mine, theirs] for value in values for mine in _readings(answer) for theirs in _readings(value)
+        ]
     return [hashlib.sha256(json.dumps(item).encode()).hexdigest()[:24] for item in material]
 
 
@@ -147,8 +156,8 @@ def _key(secret: bytes, gold: Any, sample: SampleResult) -> tuple[float, str]:
     """The sample's key in [0, 1) and its hex tag: its stated answer (or, without a gold or an answer, its text) to
     its gold, whatever the rewards; so an answer keeps its status under every reward set."""
     answer = stated_answer(sample) if gold is not None else None
-    stated = _canonical(answer) if answer is not None else " ".join(sample.completion.split())
-    material = json.dumps([None if gold is None else _canonical(gold), stated])
+    stated = _readings(answer)[0] if answer is not None else " ".join(sample.completion.split())
+    material = json.dumps([None if gold is None else _readings(gold)[0], stated])
     digest = hmac.new(secret, material.encode(), hashlib.sha256).digest()[:8]
     return int.from_bytes(digest, "big") / 2**64, digest.hex()
 
@@ -214,9 +223,9 @@ def _new_tags(found: list[Candidate], statuses: dict[str, bool]) -> dict[str, Ca
     """The tags never shown before, under any key, one candidate each (one decided by the gold when any is)."""
     new: dict[str, Candidate] = {}
     for candidate in found:
-        if candidate.tag not in statuses and (
-            candidate.tag not in new or candidate.decided > new[candidate.tag].decided
-        ):
+        if candidate.tag in statuses or candidate.seen:  # seen: shown before under another key (sample_keys)
+            continue
+        if candidate.tag not in new or candidate.decided > new[candidate.tag].decided:
             new[candidate.tag] = candidate
     return new
 
