@@ -7,6 +7,7 @@ the last test goes through inspect_rewards and record_review as a user would.
 from __future__ import annotations
 
 import random
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -291,3 +292,20 @@ def test_a_gold_written_another_way_does_not_make_old_answers_new():
         ]
         again = inspect_rewards(InspectionRequest(rewards=SOUND, samples=reworded(moved)))
         assert blocked(again) and load_key(again.id)["new_answers"] == 0, written
+
+
+def test_text_after_a_boxed_answer_does_not_make_it_new():
+    """A reward reading \\boxed{} scores "\\boxed{X} Checked N times." as it scores "\\boxed{X}": the trailing number
+    must not give the same answers new checks (reports of them, compared, would say what they really score)."""
+    boxed = RewardSpec(name="exact_match", role="correctness", params={"extract": "boxed"})
+    plain = [s.model_copy(update={"completion": f"\\boxed{{{stated}}}"}) for s, stated in answered(tagged_samples())]
+    for times in (1, 2):
+        varied = [s.model_copy(update={"completion": f"{s.completion} Checked {times} times."}) for s in plain]
+        inspect_rewards(InspectionRequest(rewards=[boxed], samples=varied))
+    again = inspect_rewards(InspectionRequest(rewards=[boxed], samples=plain))
+    assert blocked(again) and load_key(again.id)["new_answers"] == 0
+
+
+def answered(samples):
+    """Each sample with the number it ends on (its answer, tagged or not)."""
+    return [(s, re.findall(r"\d+", s.completion)[-1]) for s in samples]

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skill.inspection.schema import SampleResult
+from skill.rewards.answers import committed_answer as committed_answer_text
 from skill.rewards.answers import read_number
 from skill.rewards.spec import RewardSpec
 from skill.rewards.text import answers_equal, extract_answer, normalise_answer
@@ -133,23 +134,36 @@ def stated_answer(sample: SampleResult) -> str | None:
     return extract_answer(sample.completion, "answer_tag" if "<answer>" in sample.completion else "last_number")
 
 
+def _answers_read(sample: SampleResult) -> set[str]:
+    """Every answer a reward may read in a sample: each reward's own extraction, the committed answer (tag, box,
+    ####, final statement) and each standard extraction, so text around a boxed answer makes no new one."""
+    committed = committed_answer_text(sample.completion)
+    found = {committed.text if committed else None, *sample.extracted.values()}
+    found |= {extract_answer(sample.completion, mode) for mode in ("answer_tag", "boxed", "last_number")}
+    return {answer for answer in found if answer}
+
+
 def sample_keys(sample: SampleResult) -> list[str]:
-    """Keys that recognise a sample's answer in any inspection whatever reward scores it: its text, and the answer
-    it states with each column value (the gold, whatever the column is called).
+    """Keys that recognise a sample's answer in any inspection whatever reward scores it: its text, and every answer
+    a reward may read in it with each column value (the gold, whatever the column is called).
 
     >>> one = SampleResult(id=0, prompt="p", completion="<answer>7</answer>", columns={"gold": "7"}, scores={}, total=1)
     >>> moved = one.model_copy(update={"columns": {"answer": 7.0, "extra": "z"}})  # the gold renamed, as a float
-    >>> len(sample_keys(one)), set(sample_keys(one)) <= set(sample_keys(moved))
-    (2, True)
+    >>> boxed = one.model_copy(update={"completion": "\\\\boxed{7} Checked 3 times."})  # the same answer to a reward
+    >>> keys = set(sample_keys(one))
+    >>> len(keys), keys <= set(sample_keys(moved)), len(keys & set(sample_keys(boxed)))
+    (2, True, 1)
     """
-    answer = stated_answer(sample)
+    values = [v for v in sample.columns.values() if isinstance(v, str | int | float)]
     material = [["text", " ".join(sample.completion.split())]]
-    if answer is not None:
-        values = [v for v in sample.columns.values() if isinstance(v, str | int | float)]
-        material += [
-            ["answer", mine, theirs] for value in values for mine in _readings(answer) for theirs in _readings(value)
-        ]
-    return [hashlib.sha256(json.dumps(item).encode()).hexdigest()[:24] for item in material]
+    material += [
+        ["answer", mine, theirs]
+        for answer in _answers_read(sample)
+        for value in values
+        for mine in _readings(answer)
+        for theirs in _readings(value)
+    ]
+    return sorted({hashlib.sha256(json.dumps(item).encode()).hexdigest()[:24] for item in material})
 
 
 def _key(secret: bytes, gold: Any, sample: SampleResult) -> tuple[float, str]:
