@@ -44,7 +44,13 @@ def _add_hardware_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int)
     parser.add_argument("--memory-gib-per-gpu", type=float, help="memory per GPU (on CPU: RAM) in GiB")
     parser.add_argument("--method", choices=["full", "lora", "qlora", "auto"])
-    parser.add_argument("--output", choices=["summary", "json", "script"], default="summary")
+    parser.add_argument(
+        "--output",
+        choices=["summary", "json", "script", "launch"],
+        default="summary",
+        help="launch: write the launch files (accelerate config, launch_node.sh, script, slurm.sbatch) into --dir",
+    )
+    parser.add_argument("--dir", default="grpo-launch", help="where --output launch writes the files")
 
 
 def _add_recipe_commands(commands: Any) -> None:
@@ -129,7 +135,7 @@ def _add_run_commands(commands: Any) -> None:
     run.add_argument("--run-id")
     run.add_argument("--resume", metavar="RUN_ID", help="continue this run from its last checkpoint")
     run.add_argument("--force", action="store_true", help="override the memory and route checks")
-    run.add_argument("--processes", type=int, default=1, help="CPU recipes: training processes (torchrun, gloo)")
+    run.add_argument("--processes", type=int, default=1, help="CPU recipes: processes (accelerate, gloo)")
     run.add_argument("--force-reason")
     run.set_defaults(handler=command_run)
     status = commands.add_parser("status", help="a run's state, metrics and health (run_status)")

@@ -22,6 +22,7 @@ from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest
 from skill.memory.estimate import MemoryRequest, estimate_memory
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.launch import launch_files, write_launch_files
 from skill.recipe.schema import GRPORecipe
 from skill.routing.route import RouteRequest, route_check
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
@@ -106,11 +107,18 @@ def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return request
 
 
-def _print_recipe(recipe: Any, output: str) -> None:
+def _print_recipe(recipe: Any, output: str, directory: str = "grpo-launch") -> None:
     if output == "json":
         print(recipe.model_dump_json(indent=2))
     elif output == "script":
         print(recipe.to_script())
+    elif output == "launch":
+        plan = launch_files(recipe)
+        for path in write_launch_files(plan, directory):
+            print(f"wrote {path}")
+        print(f"sharding: {plan.sharding_reason}")
+        for role, command in plan.commands.items():
+            print(f"{role}: {command}")
     else:
         print(recipe.summary())
 
@@ -118,7 +126,7 @@ def _print_recipe(recipe: Any, output: str) -> None:
 def command_config(args: argparse.Namespace) -> None:
 
     request = RecipeRequest.model_validate(_request_from_args(args))
-    _print_recipe(emit_grpo_config(request), args.output)
+    _print_recipe(emit_grpo_config(request), args.output, args.dir)
 
 
 def command_memory(args: argparse.Namespace) -> None:

@@ -30,6 +30,11 @@ class LaunchPlan(BaseModel):
         description="'python' for one process; 'accelerate' (accelerate launch) for several."
     )
     notes: list[str] = Field(default_factory=list)
+    commands: dict[str, str] = Field(
+        default_factory=dict,
+        description="The command lines that launch it, by role and node (skill.recipe.launch_commands); run_grpo "
+        "starts these itself.",
+    )
 
 
 class NodeLayout(BaseModel):
@@ -98,13 +103,32 @@ def layout_processes(hardware: HardwareSpec, model_gib_bf16: float, vllm_server:
     )
 
 
+def cpu_processes_plan(processes: int) -> LaunchPlan:
+    """N trainer processes on this machine's CPU, each with a whole model copy: one ``python`` process, or
+    ``accelerate launch`` with N processes over gloo.
+
+    >>> cpu_processes_plan(2).launcher, cpu_processes_plan(1).launcher
+    ('accelerate', 'python')
+    """
+    if processes == 1:
+        return LaunchPlan(training_processes=1, launcher="python")
+    return LaunchPlan(
+        training_processes=processes,
+        launcher="accelerate",
+        notes=[f"`accelerate launch` with {processes} CPU training processes (gloo), each holding a model copy."],
+    )
+
+
 def node_layouts(hardware: HardwareSpec, plan: LaunchPlan) -> list[NodeLayout]:
-    """vLLM on GPUs 0..K-1 of node 0, trainers on the rest; refuses a plan its hardware cannot hold.
+    """vLLM on GPUs 0..K-1 of node 0, trainers on the rest; refuses a plan its hardware cannot hold. A CPU target is
+    one node whose trainers hold no GPU.
 
     >>> hardware = HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2)
     >>> [node.trainer_processes for node in node_layouts(hardware, layout_processes(hardware, 3.0))]
     [7, 8]
     """
+    if hardware.accelerator == "cpu":
+        return [NodeLayout(node_rank=0, trainer_gpus=[], trainer_processes=plan.training_processes)]
     per_node, servers = hardware.gpus_per_node, plan.vllm_server_gpus
     if servers > per_node:
         raise SkillError(

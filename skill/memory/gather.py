@@ -51,9 +51,10 @@ def largest_parameter(shape: ModelShape) -> int:
 
 
 def uses_vllm(request: MemoryRequest) -> bool:
-    """Whether the request generates with vLLM (default: on GPUs, not on CPU)."""
+    """Whether the request generates with vLLM (default: on GPUs, not on CPU, never for QLoRA, which vLLM 0.31
+    cannot load: skill.recipe.plan_checks)."""
     if request.use_vllm is None:
-        return request.hardware.accelerator != "cpu"
+        return request.hardware.accelerator != "cpu" and request.method != "qlora"
     return request.use_vllm
 
 

@@ -88,16 +88,18 @@ def _training_candidates(request: MemoryRequest, on_gpu: bool) -> Iterator[Candi
             method="lora",
         )
     if request.method != "qlora" and on_gpu:
-        # A sharded NF4 base needs bnb_4bit_quant_storage, which no recipe sets: QLoRA keeps the base whole.
-        unshard = {"sharding": "none"} if request.sharding in ("zero3", "fsdp") else {}
+        # A sharded NF4 base needs bnb_4bit_quant_storage, which no recipe sets: QLoRA keeps the base whole. It
+        # generates without vLLM, which cannot load NF4 (skill.recipe.plan_checks).
+        changes = {"sharding": "none"} if request.sharding in ("zero3", "fsdp") else {}
+        changes.update({"use_vllm": False} if request.use_vllm else {})
         yield _changed(
             request,
             "qlora",
-            "NF4 base (bitsandbytes): slower steps, a small quality loss"
-            + ("; the NF4 base is not sharded (DDP)" if unshard else ""),
-            {"method": "qlora", **unshard},
+            "NF4 base (bitsandbytes): slower steps, a small quality loss, transformers generation"
+            + ("; the NF4 base is not sharded (DDP)" if "sharding" in changes else ""),
+            {"method": "qlora", **changes},
             method="qlora",
-            **unshard,
+            **changes,
         )
 
 

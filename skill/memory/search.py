@@ -48,9 +48,11 @@ def _hardware(request: MemoryRequest, gpus: int) -> object:
     return request.hardware.model_copy(update={"gpus_per_node": per_node, "nodes": max(1, gpus // per_node)})
 
 
-def _generations(request: MemoryRequest, gpus: int, per_node: int) -> Iterator[tuple[str, dict[str, object]]]:
-    """Where generation runs, cheapest (fastest) first."""
-    if request.use_vllm is not False:
+def _generations(
+    request: MemoryRequest, gpus: int, per_node: int, method: str
+) -> Iterator[tuple[str, dict[str, object]]]:
+    """Where generation runs, cheapest (fastest) first; QLoRA only without vLLM (vLLM 0.31 cannot load NF4)."""
+    if request.use_vllm is not False and method != "qlora":
         if gpus > 1:
             yield "a vLLM server on its own GPUs", {"use_vllm": True, "vllm_mode": "server"}
         # The largest tensor parallel size vLLM accepts for this model on one node.
@@ -91,7 +93,7 @@ def _candidates(
                     continue  # a sharded NF4 base needs bnb_4bit_quant_storage, which no recipe sets
                 sharded = "zero2" if method == "qlora" else "zero3"
                 sharding = sharded if gpus > 1 or changes else "none"
-                for where, generation in _generations(request, gpus, hardware.gpus_per_node):
+                for where, generation in _generations(request, gpus, hardware.gpus_per_node, method):
                     update = {"hardware": hardware, "method": method, "sharding": sharding, "training_processes": None}
                     parts = [f"{gpus} GPU(s)", f"method {method}", f"sharding {sharding}", label or "no offload", where]
                     costs = [cost] if cost else []

@@ -24,6 +24,8 @@ from skill.models.shapes import known_model_names, known_parameters_b, parameter
 from skill.models.sources import EMBEDDED_MODEL_ID, is_embedded
 from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
 from skill.recipe.field_values import check_field_values
+from skill.recipe.launch_commands import launch_commands
+from skill.recipe.plan_checks import QLORA_GENERATION, refuse_quantized_vllm
 from skill.recipe.precision import check_master_weights, precision_fields
 from skill.recipe.prompts import size_prompt_budget
 from skill.recipe.schema import (
@@ -153,15 +155,12 @@ def _apply_hardware(
         "hardware",
         f"recompute activations: GPU memory is the bottleneck (named as transformers {transformers_version} reads it)",
     )
+    if method == "qlora":
+        build.set("use_vllm", False, "hardware", QLORA_GENERATION)
+        return
     build.set("use_vllm", True, "hardware", "vLLM generation is several times faster than transformers")
-    if hardware.total_gpus == 1 or method == "qlora":
-        why = (
-            "one GPU: vLLM shares it with training"
-            if hardware.total_gpus == 1
-            else "QLoRA: TRL's server-mode weight sync streams packed NF4 tensors without their quantization "
-            "state, so vLLM runs colocated on every GPU and loads the base with bitsandbytes itself"
-        )
-        build.set("vllm_mode", "colocate", "hardware", why)
+    if hardware.total_gpus == 1:
+        build.set("vllm_mode", "colocate", "hardware", "one GPU: vLLM shares it with training")
         build.set(
             "vllm_gpu_memory_utilization",
             0.3,
@@ -255,6 +254,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     dataset, prompt_reason = size_prompt_budget(request.dataset, request.model.name)  # measured prompt lengths
     request = request.model_copy(update={"dataset": dataset})
     build, peft, variant = _decide_kwargs(request, parameters_b)
+    refuse_quantized_vllm(build.trl, request.method)  # before the layout: it would keep GPUs for a server
     vllm_server = bool(build.trl.get("use_vllm")) and build.trl.get("vllm_mode") == "server"
     launch = layout_processes(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30, vllm_server=vllm_server)
     build.reasons[prompt_reason.field] = prompt_reason
@@ -289,13 +289,19 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
             validation=[f"Built a real trl.GRPOConfig with trl {versions['trl']}.", *notes],
         ),
     )
+    recipe.launch.commands = launch_commands(recipe)
+    _attach_provenance(recipe, request)
+    return recipe
+
+
+def _attach_provenance(recipe: GRPORecipe, request: RecipeRequest) -> None:
+    """The memory estimate, the route, the inspection and the composite rule's warnings, into the provenance."""
     _attach_memory_estimate(recipe)
     if request.route_decision_id is not None:
         _attach_route(recipe, request.route_decision_id)
     _attach_inspection(recipe)
     composite = check_composite(request.rewards)
     recipe.provenance.validation.extend(f"Composite rewards: {warning}" for warning in composite.warnings)
-    return recipe
 
 
 def _decide_kwargs(request: RecipeRequest, parameters_b: float) -> tuple[_Builder, PeftSpec | None, Any]:

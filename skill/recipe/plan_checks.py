@@ -2,15 +2,9 @@
 that works, and the one setting ZeRO-3 forces on a PEFT recipe (reentrant checkpointing). Checked before the launch
 files are written.
 
-- A CPU recipe, or a vLLM server without GPUs.
+- A vLLM server without GPUs.
 - A sharded NF4 base (QLoRA under ZeRO-3 / FSDP2): it needs ``bnb_4bit_quant_storage``, which no recipe sets.
-- QLoRA with a vLLM server. ``trl vllm-serve`` (TRL 1.16, ``trl/scripts/vllm_serve.py``) has no quantization
-  option; it forwards unknown flags to ``vllm serve``, but the server weight sync still cannot work: TRL
-  streams ``model.named_parameters()`` after merging the adapters (``VLLMGeneration._iter_named_params``),
-  and a bitsandbytes 4-bit base is a packed uint8 tensor whose quantization state (absmax) is not a
-  parameter, so the server receives packed bytes without their scales, whether it holds bf16 weights
-  (shape mismatch, huggingface/trl#4973) or quantized its own copy at load. In colocate mode TRL itself
-  starts vLLM with ``quantization="bitsandbytes"``.
+- QLoRA with vLLM, in either mode (``refuse_quantized_vllm``): see ``QLORA_GENERATION``.
 - A plan whose weight gather does not fit: with PEFT under ZeRO-3 TRL gathers the whole model onto every
   trainer GPU at each weight sync into vLLM (``memory.gather``), in server and colocate mode alike, so a
   70B model on 80 GB cards stops at the first sync although its sharded training step fits.
@@ -48,13 +42,40 @@ def sharded_request(recipe: GRPORecipe, sharding: Sharding) -> Any:
     )
 
 
+# Read in vLLM 0.31's source (vllm/model_executor/layers/quantization/__init__.py, QuantizationMethods) and TRL 1.16's
+# (trl/generation/vllm_generation.py): TRL starts a colocated engine with quantization="bitsandbytes" when the policy
+# holds bnb Linear4bit layers, and that vLLM lists no such method, so the engine refuses at start. Server mode fails
+# too: TRL streams the merged NF4 base as packed uint8 tensors without their scales (huggingface/trl#4973).
+QLORA_GENERATION = (
+    "QLoRA: transformers generates from the 4-bit policy itself; vLLM cannot serve it (vLLM 0.31 has no "
+    "bitsandbytes quantization method, which TRL 1.16 asks a colocated engine for, and TRL's server sync streams "
+    "packed NF4 tensors without their scales)"
+)
+
+
+def refuse_quantized_vllm(trl: dict[str, Any], method: str) -> None:
+    """Refuse QLoRA with vLLM generation (see ``QLORA_GENERATION``), naming what does start.
+
+    >>> refuse_quantized_vllm({"use_vllm": False}, "qlora")
+    >>> refuse_quantized_vllm({"use_vllm": True, "vllm_mode": "colocate"}, "qlora")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: QLoRA cannot generate with vLLM (vllm_mode='colocate'): ...
+    """
+    if method != "qlora" or not trl.get("use_vllm"):
+        return
+    raise SkillError(
+        f"QLoRA cannot generate with vLLM (vllm_mode={trl.get('vllm_mode', 'server')!r}): vLLM 0.31 has no "
+        "bitsandbytes quantization method, which TRL 1.16 asks a colocated engine for when the policy holds 4-bit "
+        "layers, so the engine refuses at start; a vLLM server cannot take TRL's weight sync of packed NF4 tensors "
+        "(huggingface/trl#4973).",
+        "Send overrides {'use_vllm': False} (transformers generates from the 4-bit policy, emit's default for QLoRA), "
+        "or method 'lora' (a bf16 base that vLLM serves).",
+    )
+
+
 def refuse_unlaunchable(recipe: GRPORecipe, sharding: Sharding | None) -> None:
-    """Refuse what no launch file can run: a CPU recipe, a server without GPUs, a sharded NF4 base, QLoRA served."""
-    if recipe.hardware.accelerator == "cpu":
-        raise SkillError(
-            "A launch plan is for GPU targets; a CPU recipe runs on this machine.",
-            "Start it with run_grpo (processes=N for N local processes), or emit the recipe for GPUs.",
-        )
+    """Refuse what no launch plan can run: a server without GPUs, a sharded NF4 base, QLoRA through vLLM."""
     if uses_vllm_server(recipe) and not recipe.launch.vllm_server_gpus:
         raise SkillError(
             "The recipe generates with a vLLM server but its launch plan gives the server no GPU.",
@@ -66,14 +87,7 @@ def refuse_unlaunchable(recipe: GRPORecipe, sharding: Sharding | None) -> None:
             "config; the recipe does not set it.",
             "Use sharding 'ddp' or 'zero2' (the adapters are small), or method 'lora'.",
         )
-    if recipe.method == "qlora" and uses_vllm_server(recipe):
-        raise SkillError(
-            "QLoRA with a vLLM server cannot sync its weights: TRL 1.16 streams the merged NF4 base as packed uint8 "
-            "tensors without their quantization scales (bitsandbytes keeps them outside the parameters), and "
-            "`trl vllm-serve` has no quantization option, so the server cannot load them (huggingface/trl#4973).",
-            "Send overrides {'vllm_mode': 'colocate'} (TRL then starts vLLM with quantization='bitsandbytes' in "
-            "each trainer), method 'lora' (a bf16 base the server loads), or overrides {'use_vllm': False}.",
-        )
+    refuse_quantized_vllm(recipe.trl, recipe.method)
 
 
 def _larger_gpu(recipe: GRPORecipe, sharding: Sharding) -> str | None:
@@ -114,7 +128,7 @@ def gather_alternatives(recipe: GRPORecipe, sharding: Sharding, estimate: Memory
     if unsharded.fits:
         found.append(
             "method 'qlora' with overrides {'use_vllm': False} and sharding 'ddp': the NF4 base whole on each GPU, "
-            f"nothing gathered (peak {unsharded.peak_gib:.1f} GiB; QLoRA cannot use the vLLM server)"
+            f"nothing gathered (peak {unsharded.peak_gib:.1f} GiB; QLoRA generates without vLLM)"
         )
     larger = _larger_gpu(recipe, sharding)
     if larger:

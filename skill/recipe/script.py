@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skill.models.sources import is_embedded
+from skill.recipe.launch_commands import launch_commands
 
 if TYPE_CHECKING:
     from skill.recipe.schema import GRPORecipe
@@ -36,21 +37,8 @@ def _dataset_code(recipe: GRPORecipe) -> list[str]:
 
 
 def _launch_doc(recipe: GRPORecipe) -> list[str]:
-    launch = recipe.launch
-    if launch.launcher == "python":
-        return ["Run:  python train_grpo.py --output-dir OUT"]
-    lines = []
-    if launch.vllm_server_gpus:
-        gpus = ",".join(str(index) for index in range(launch.vllm_server_gpus))
-        lines.append(
-            f"vLLM: CUDA_VISIBLE_DEVICES={gpus} trl vllm-serve --model {recipe.model.name} "
-            f"--tensor-parallel-size {launch.vllm_tensor_parallel_size}"
-        )
-    lines.append(
-        f"Train: accelerate launch --num_processes {launch.training_processes} train_grpo.py --output-dir OUT"
-        + (" (on the remaining GPUs)" if launch.vllm_server_gpus else "")
-    )
-    return lines
+    """The plan's command lines (``launch_commands``); run_grpo starts the same ones with its own trainer."""
+    return ["Launch:"] + [f"  {role}: {command}" for role, command in launch_commands(recipe).items()]
 
 
 def _config_code(recipe: GRPORecipe) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from skill.errors import SkillError
 from skill.recipe.emit import check_group_arithmetic, check_rewards
 from skill.recipe.field_values import check_field_values, with_defaults
+from skill.recipe.plan_checks import refuse_quantized_vllm
 from skill.recipe.schema import GRPORecipe, target_is_this_machine
 from skill.recipe.trl_contract import build_grpo_config, recipe_transformers
 
@@ -20,6 +21,7 @@ def validate_recipe(recipe: GRPORecipe) -> list[str]:
     size, the reward weights, and a real GRPOConfig under the target's transformers. Returns the config's notes."""
     check_rewards(recipe.rewards)
     check_field_values(recipe.trl)
+    refuse_quantized_vllm(recipe.trl, recipe.method)
     world_size = recipe.launch.training_processes
     arithmetic = ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps")
     check_group_arithmetic(with_defaults(recipe.trl, arithmetic), world_size)

@@ -1,7 +1,8 @@
 """Training runs: the runner's jobs and what they need.
 
 Owns: ``jobs`` (run_grpo, run_status, run_logs, cancel_run, list_runs), ``checks`` (the preflight: gate,
-route, memory, data), ``processes`` (local torchrun command lines), ``worker`` (the training process),
+route, memory, devices, data), ``engines`` (what starts, watches and stops the trainers: local, accelerate),
+``worker`` (the training process),
 ``store`` (run directories and records), ``health`` (warnings from live metrics, most likely cause first) with
 its checks ``reward_checks`` and ``dynamics_checks``, ``health_warning`` and ``series`` (noise-aware window
 statistics), ``labelled_series`` (the labelled runs that validate the checks), ``evaluation`` (held-out pass@1)

@@ -9,6 +9,7 @@ prompts.
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 from typing import Any
 
@@ -16,6 +17,7 @@ from skill import data
 from skill.errors import SkillError
 from skill.memory.estimate import estimate_memory
 from skill.models.sources import resolve_tokenizer_path
+from skill.recipe.emit import check_group_arithmetic
 from skill.recipe.schema import GRPORecipe
 from skill.routing.route import load_route
 
@@ -107,9 +109,89 @@ def check_target(recipe: GRPORecipe) -> list[str]:
             "Send vllm_mode='colocate' (vLLM inside the training process; runs on CPU with vLLM's CPU build), "
             "or use_vllm=False.",
         )
-    if recipe.launch.training_processes > 1:
-        notes.append(f"{recipe.launch.training_processes} training processes: launched with torchrun.")
     return notes
+
+
+def check_cpu_processes(recipe: GRPORecipe, processes: int, force: bool) -> list[str]:
+    """Refuse N local CPU processes that cannot work: a core per process, whole GRPO groups in each generation
+    batch, and RAM for one model copy per process."""
+    if processes == 1 or recipe.hardware.accelerator != "cpu":
+        return []  # a GPU recipe sent with processes > 1 is refused by the layout (on_cpu_processes)
+    cores = os.cpu_count() or 1
+    if processes > cores:
+        raise SkillError(
+            f"processes={processes} exceeds this machine's {cores} CPU cores; each process needs one.",
+            f"Send processes <= {cores}.",
+        )
+    check_group_arithmetic(recipe.trl, processes)
+    available = available_ram_gib()
+    request = recipe.memory_request()
+    request = request.model_copy(
+        update={"hardware": recipe.hardware.model_copy(update={"memory_gib_per_gpu": available})}
+    )
+    needed = processes * estimate_memory(request).peak_gib
+    line = f"{processes} CPU processes (accelerate launch, gloo): {needed:.2f} GiB of {available:.1f} GiB RAM."
+    if needed > available:
+        if not force:
+            raise SkillError(f"{line} Each process holds a whole model copy: it does not fit.", "Send fewer processes.")
+        return [line + " Does not fit; forced."]
+    return [line]
+
+
+DEVICE_MEMORY_TOLERANCE = 0.02  # the GPU table holds nvidia-smi's MiB, which torch reports as total_memory
+
+
+def compare_devices(recipe: GRPORecipe, present: list[tuple[str, float]], force: bool) -> list[str]:
+    """The GPUs this machine has (name, GiB) against the ones the recipe was laid out and estimated for.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> recipe = GRPORecipe.model_construct(hardware=HardwareSpec(gpu_model="H100", gpus_per_node=2))
+    >>> compare_devices(recipe, [("NVIDIA H100 80GB HBM3", 79.6)] * 2, force=False)
+    ['Devices: 2 x NVIDIA H100 80GB HBM3 (79.6 GiB) for 2 x 79.6 GiB planned.']
+    >>> compare_devices(recipe, [("NVIDIA L4", 22.0)], force=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: This machine has 1 GPU(s) (NVIDIA L4, 22.0 GiB) but the recipe is laid out for 2 ...
+    """
+    hardware = recipe.hardware
+    if hardware.accelerator != "gpu":
+        return []
+    planned = hardware.memory_gib_per_gpu or 0.0
+    line = (
+        f"Devices: {len(present)} x {present[0][0]} ({present[0][1]:.1f} GiB) for {hardware.gpus_per_node} x "
+        f"{planned:.1f} GiB planned."
+        if present
+        else "Devices: none."
+    )
+    problems = []
+    if len(present) < hardware.gpus_per_node:
+        problems.append(f"the recipe is laid out for {hardware.gpus_per_node}")
+    smallest = min((gib for _name, gib in present), default=0.0)
+    if present and smallest < planned * (1 - DEVICE_MEMORY_TOLERANCE):
+        problems.append(f"its memory estimate assumed {planned:.1f} GiB per GPU")
+    if not problems:
+        return [line]
+    if force:
+        return [line + " Differs from the recipe; forced."]
+    names = ", ".join(sorted({f"{name}, {gib:.1f} GiB" for name, gib in present})) or "none"
+    raise SkillError(
+        f"This machine has {len(present)} GPU(s) ({names}) but " + " and ".join(problems) + ".",
+        "Emit the recipe for this machine's GPUs (hardware gpu_model / memory_gib_per_gpu and gpus_per_node), "
+        "run it where its GPUs are, or pass force with a reason.",
+    )
+
+
+def check_devices(recipe: GRPORecipe, force: bool) -> list[str]:
+    """The devices actually present (count, memory) against the recipe's hardware; CPU recipes check RAM instead."""
+    if recipe.hardware.accelerator != "gpu":
+        return []  # before importing torch
+    import torch
+
+    present = [
+        (torch.cuda.get_device_name(index), torch.cuda.get_device_properties(index).total_memory / 2**30)
+        for index in range(torch.cuda.device_count())
+    ]
+    return compare_devices(recipe, present, force)
 
 
 def check_route(recipe: GRPORecipe, force: bool) -> list[str]:

@@ -3,12 +3,9 @@ truth on disk (and reap the processes this server started, to know their exit co
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -18,18 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skill.errors import SkillError
 from skill.inspection.gate import open_gate
+from skill.recipe.launch import on_cpu_processes, write_files
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.validation import validate_recipe
 from skill.runs import checks
+from skill.runs.engines import ENGINES, engine_for
 from skill.runs.health import diagnose, headline, shape_of
-from skill.runs.processes import check_local_processes, local_command, processes_of
 from skill.runs.store import (
     FINAL_STATES,
     RunRecord,
     RunState,
-    is_alive,
     planned_steps,
-    process_start_ticks,
     read_jsonl,
     read_record,
     run_dir,
@@ -43,8 +39,6 @@ from skill.sampling import Progress
 from skill.state import new_id
 
 MAX_RUNS_ENV = "GRPO_RLVR_MAX_RUNS"
-CANCEL_GRACE_S = 10.0
-_CHILDREN: dict[str, subprocess.Popen] = {}
 
 
 class RunRequest(BaseModel):
@@ -61,9 +55,9 @@ class RunRequest(BaseModel):
     processes: int = Field(
         default=1,
         ge=1,
-        description="CPU recipes only: N > 1 trains with N processes on this machine (torchrun --standalone, "
-        "gloo), each holding a model copy; per_device_train_batch_size x N x steps_per_generation must be a "
-        "multiple of num_generations. A resumed run keeps its count.",
+        description="CPU recipes only: N > 1 trains with N processes on this machine (accelerate launch, gloo), "
+        "each holding a model copy; per_device_train_batch_size x N x steps_per_generation must be a multiple of "
+        "num_generations. A GPU recipe's processes are its launch plan's. A resumed run keeps its count.",
     )
 
 
@@ -72,6 +66,10 @@ class RunStatus(BaseModel):
 
     run_id: str
     state: RunState
+    engine: str = Field(default="local", description="What runs the trainers: local | accelerate.")
+    engine_ids: dict[str, int] = Field(
+        default_factory=dict, description="The engine's handles: the launcher's pid and the ports it was given."
+    )
     step: int = 0
     max_steps: int | None = None
     eta_seconds: float | None = None
@@ -109,38 +107,8 @@ class RunList(BaseModel):
 
 
 def _refresh(directory: Path) -> RunRecord:
-    """Reconcile run.json with the process: a dead process is never left 'running'."""
-    record = read_record(directory)
-    child = _CHILDREN.get(record.run_id)
-    if child is not None and child.poll() is None and not is_alive(record):
-        # Dead (a zombie) but not yet reaped when poll() looked: reap it, to know its exit code or signal.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=5)
-    if child is not None and child.poll() is not None:
-        _CHILDREN.pop(record.run_id, None)
-        record = read_record(directory)
-        # Only the attempt this process started: a run resumed since (by any server) has another pid and is left be.
-        if record.state not in FINAL_STATES and record.pid == child.pid:
-            code = child.returncode
-            record.state = "failed"
-            record.exit_code, record.signal = (None, -code) if code < 0 else (code, None)
-            record.reason = (
-                (f"killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with code {code}")
-                + "; last log lines: "
-                + " | ".join(tail(directory / "train.log", 3))
-            )
-            record.ended_at = time.time()
-            write_record(directory, record)
-    elif record.state in ("starting", "running") and record.pid is not None and not is_alive(record):
-        record = read_record(directory)
-        if record.state not in FINAL_STATES:
-            record.state = "failed"
-            record.reason = "the training process is gone (killed, or the machine restarted); last log lines: " + (
-                " | ".join(tail(directory / "train.log", 3))
-            )
-            record.ended_at = time.time()
-            write_record(directory, record)
-    return record
+    """Reconcile run.json with the run's engine: a dead launcher is never left 'running'."""
+    return ENGINES[read_record(directory).engine].state(directory)
 
 
 def _status(directory: Path, points: int = 5) -> RunStatus:
@@ -173,9 +141,13 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         )
         if (directory / name).exists()
     }
+    engine = ENGINES[record.engine]
+    paths.update((path.name, str(path)) for path in engine.log_paths(directory) if path.exists())
     return RunStatus(
         run_id=record.run_id,
         state=record.state,
+        engine=record.engine,
+        engine_ids={**({"pid": record.pid} if record.pid else {}), **{f"{k}_port": v for k, v in record.ports.items()}},
         step=step,
         max_steps=planned,
         eta_seconds=eta,
@@ -209,29 +181,6 @@ def _live_runs() -> list[str]:
     return live
 
 
-def _spawn(directory: Path, resume: bool, processes: int = 1) -> RunRecord:
-    record = read_record(directory)
-    # With torchrun the recorded pid is torchrun's; its ranks die with it (see skill.runs.worker).
-    command = local_command(directory, processes, resume)
-    log = (directory / "train.log").open("a")
-    child = subprocess.Popen(
-        command,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        cwd=directory,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    log.close()
-    _CHILDREN[record.run_id] = child
-    record.pid, record.process_start_ticks = child.pid, process_start_ticks(child.pid)
-    record.command = command
-    record.state = "running" if record.state == "starting" else record.state
-    write_record(directory, record)
-    return record
-
-
 def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     """Every check, then the run directory, built aside and renamed into place: never half-written."""
 
@@ -244,8 +193,12 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     notes = [f"Gate: {gate.stamp}."]
     notes += checks.check_target(recipe)
     notes += checks.check_route(recipe, request.force)
+    notes += checks.check_cpu_processes(recipe, request.processes, request.force)
+    recipe = on_cpu_processes(recipe, request.processes)  # the request's choice among valid plans
+    engine = engine_for(recipe)
     notes += checks.check_memory(recipe, request.force)
-    notes += check_local_processes(recipe, request.processes, request.force)
+    notes += checks.check_devices(recipe, request.force)
+    notes.append(f"Engine: {engine.name} ({recipe.launch.training_processes} training process(es)).")
     rows = checks.load_rows(recipe)
     checks.check_columns(recipe, rows)
     rows, dropped = checks.filter_long_prompts(recipe, rows)
@@ -256,6 +209,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{run_id}-", dir=runs_root()))
     try:
         (staging / "recipe.json").write_text(recipe.model_dump_json(indent=1))
+        write_files(engine.files(recipe), staging)
         (staging / "train.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in train))
         (staging / "heldout.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in held_out))
         write_record(
@@ -267,6 +221,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
                 force_reason=request.force_reason or None,
                 inspection_id=gate.inspection_id,
                 review=gate.stamp,
+                engine=engine.name,
             ),
         )
         target = runs_root() / run_id
@@ -295,7 +250,8 @@ def run_grpo(request: RunRequest) -> RunStatus:
     the weights TRL will use (never overridable; a resumed run is checked again, on the code as it is now),
     the route decision, the memory estimate, the target machine, the data's columns and
     prompt lengths. A cap on concurrent runs (GRPO_RLVR_MAX_RUNS, default 1) refuses with the running ones.
-    ``processes`` > 1 (CPU recipes) trains with that many local processes under torchrun (gloo).
+    The engine follows from the launch plan (skill.runs.engines): one process locally, several under
+    ``accelerate launch`` (with the plan's vLLM server); ``processes`` > 1 lays a CPU recipe out for that many.
     """
     limit = max_runs()
     with start_lock():  # the cap is checked and taken in one step, across threads and server processes
@@ -333,7 +289,7 @@ def _start(request: RunRequest) -> RunStatus:
         record = _refresh(directory)
         if record.state in ("starting", "running"):
             raise SkillError(f"Run {record.run_id} is still running.", "Cancel it first, or wait.")
-        processes = processes_of(record.command)
+        processes = GRPORecipe.model_validate_json((directory / "recipe.json").read_text()).launch.training_processes
         if request.processes not in (1, processes):
             raise SkillError(
                 f"Run {record.run_id} trained with {processes} process(es); a resumed run keeps its count.",
@@ -345,7 +301,7 @@ def _start(request: RunRequest) -> RunStatus:
         record.state, record.pid, record.process_start_ticks = "starting", None, None
         record.reason = record.exit_code = record.signal = record.ended_at = record.resume_note = None
         write_record(directory, record)
-        _spawn(directory, resume=True, processes=processes)
+        ENGINES[record.engine].submit(directory, resume=True)  # the same plan, at the same world size
         return _status(directory)
     if request.recipe is None:
         raise SkillError("No recipe to run.", "Send recipe (from emit_grpo_config) or resume_run_id.")
@@ -354,7 +310,7 @@ def _start(request: RunRequest) -> RunStatus:
     if (runs_root() / run_id).exists():
         raise SkillError(f"Run {run_id!r} exists.", "Send another run_id, or resume_run_id to continue it.")
     directory = _prepare(request, request.recipe, run_id)
-    _spawn(directory, resume=False, processes=request.processes)
+    ENGINES[read_record(directory).engine].submit(directory, resume=False)
     return _status(directory)
 
 
@@ -372,35 +328,19 @@ def run_status(run_id: str, wait_seconds: float = 0.0, progress: Progress | None
 
 
 def run_logs(run_id: str, lines: int = 100) -> RunLogs:
-    """The last lines of the run's train.log."""
+    """The last lines of the run's train.log (every rank's output, and the launcher's)."""
     return RunLogs(run_id=run_id, lines=tail(run_dir(run_id) / "train.log", max(1, min(lines, 5000))))
 
 
 def cancel_run(run_id: str) -> RunStatus:
-    """Stop a run: SIGTERM to its process group, SIGKILL after a grace period; nothing is left behind."""
+    """Stop a run: everything its engine started (the vLLM server too); nothing is left behind."""
     directory = run_dir(run_id)
     record = _refresh(directory)
     if record.state in FINAL_STATES:
         return _status(directory)
     record.state, record.reason, record.ended_at = "cancelled", "cancelled on request", time.time()
     write_record(directory, record)
-    if record.pid is not None and is_alive(record):
-        for sig, wait in ((signal.SIGTERM, CANCEL_GRACE_S), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(record.pid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.time() + wait
-            while time.time() < deadline and is_alive(record):
-                child = _CHILDREN.get(run_id)
-                if child is not None:
-                    child.poll()
-                time.sleep(0.1)
-            if not is_alive(record):
-                break
-    child = _CHILDREN.pop(run_id, None)
-    if child is not None:
-        child.wait(timeout=5)
+    ENGINES[record.engine].cancel(directory, record)
     return _status(directory)
 
 

@@ -44,7 +44,9 @@ class RunRecord(BaseModel):
     inspection_id: str | None = None
     review: str | None = Field(default=None, description="Who reviewed the inspection, and how.")
     checks: list[str] = Field(default_factory=list, description="What the preflight checked and decided.")
-    command: list[str] = Field(default_factory=list)
+    engine: str = Field(default="local", description="What runs the trainers: local | accelerate (skill.runs.engines).")
+    ports: dict[str, int] = Field(default_factory=dict, description="Ports picked for this attempt, by role.")
+    command: list[str] = Field(default_factory=list, description="The launcher's command line.")
     resume_note: str | None = Field(default=None, description="How the last resume went (the worker says).")
 
 

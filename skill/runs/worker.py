@@ -7,14 +7,21 @@ to metrics.jsonl and a few sampled completions to completions.jsonl; checkpoints
 few), and at the end the reward curve, the final model or adapter (and a merged model with PEFT)
 and a model card holding the recipe and its provenance are written. run.json says how it ended.
 
-Under torchrun (``RunRequest.processes > 1``: ``torchrun --standalone --nproc_per_node N -m
-skill.runs.worker RUN_DIR``) every rank trains, but only rank 0 writes run.json, metrics,
-completions, the final model, the card and the plot: each file keeps one writer. torchrun starts each
-rank in a session of its own, out of reach of a signal to torchrun's process group, so each rank asks
-the kernel to kill it when torchrun dies (PR_SET_PDEATHSIG): a SIGKILLed launcher leaves no rank behind.
+Under ``accelerate launch`` (the ``accelerate`` engine, ``skill.runs.engines``) every rank trains, but only
+rank 0 writes run.json, metrics, completions, the final model, the card and the plot: each file keeps one
+writer. accelerate's torchrun starts each rank in a session of its own, out of reach of a signal to the
+launcher's process group, so each rank asks the kernel to kill it when its launcher dies
+(PR_SET_PDEATHSIG): a SIGKILLed launcher leaves no rank behind.
+
+On-policy by construction: the world a rank builds its GRPOConfig for is the world that was launched
+(``WORLD_SIZE``, 1 for a single process), never the recipe's target layout, so TRL's own arithmetic gives
+``generation_batch_size = per_device_train_batch_size x world x steps_per_generation`` and one generation
+batch feeds exactly the optimizer steps the recipe planned (``steps_per_generation /
+gradient_accumulation_steps``, 1 unless the recipe says otherwise).
 
 Debugging aid: with GRPO_RLVR_DUMP_RANK_STATE=DIR set, every rank writes DIR/rank-<R>.json at the end
-of training, a digest of its parameters (parameter_digest), to show that the ranks ended in sync.
+of training: a digest of its parameters (parameter_digest), to show that the ranks ended in sync, and the
+batch values TRL built in that rank (world size, steps_per_generation, generation_batch_size).
 
 With a colocated vLLM engine, rank 0 writes vllm_engine.json (the settings vLLM was built with, read back);
 on a CPU the weight sync is skill.runs.vllm_cpu's (GRPO_RLVR_VLLM_SYNC_CHECK=1 also verifies every sync).
@@ -63,8 +70,26 @@ def rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
+def launched_world_size() -> int:
+    """The number of training processes actually launched: torchrun's WORLD_SIZE, 1 for a single process.
+
+    >>> launched_world_size() == int(os.environ.get("WORLD_SIZE", "1"))
+    True
+    """
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def engine_settings(ports: dict[str, int]) -> dict[str, Any]:
+    """GRPOConfig values the engine decided for this attempt: the vLLM server's port it picked.
+
+    >>> engine_settings({"main_process": 40001, "vllm": 40002})
+    {'vllm_server_port': 40002}
+    """
+    return {"vllm_server_port": ports["vllm"]} if "vllm" in ports else {}
+
+
 def _die_with_launcher() -> None:
-    """Under torchrun, die when torchrun dies (see the module docstring)."""
+    """Under torchrun (accelerate launch), die when the launcher dies (see the module docstring)."""
     if "TORCHELASTIC_RUN_ID" not in os.environ or not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -291,6 +316,27 @@ def reward_review_lines(record: Any) -> list[str]:
     return [f"**{NOT_REVIEWED.capitalize()}.** {review}", ""]
 
 
+def dump_rank_state(trainer: Any) -> None:
+    """With GRPO_RLVR_DUMP_RANK_STATE=DIR, this rank's parameter digest and the batch values TRL built in it."""
+    dump = os.environ.get(DUMP_RANK_STATE_ENV)
+    if not dump:
+        return
+    Path(dump).mkdir(parents=True, exist_ok=True)
+    digest = parameter_digest(trainer.accelerator.unwrap_model(trainer.model))
+    accelerator, args = trainer.accelerator, trainer.args
+    where = {
+        "rank": rank(),
+        "world_size": accelerator.num_processes,
+        "distributed": accelerator.distributed_type,
+        "env_world_size": os.environ.get("WORLD_SIZE"),
+        "steps_per_generation": args.steps_per_generation,
+        "generation_batch_size": args.generation_batch_size,
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "per_device_train_batch_size": args.per_device_train_batch_size,
+    }
+    (Path(dump) / f"rank-{rank()}.json").write_text(json.dumps({**where, **digest}, default=str))
+
+
 def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -305,8 +351,8 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         save_total_limit=KEEP_CHECKPOINTS,
         save_steps=kwargs.get("save_steps") or max(1, (max_steps if max_steps > 0 else 100) // 4),
     )
-    # Under torchrun the world is the processes actually launched, not the recipe's target layout.
-    world_size = int(os.environ.get("WORLD_SIZE", recipe.launch.training_processes))
+    kwargs.update(engine_settings(read_record(run_dir).ports))
+    world_size = launched_world_size()  # on-policy: see the module docstring
     evaluation_rows = heldout_sample(run_dir, recipe)
     if evaluation_rows:  # TRL scores them with the run's rewards every evaluation.every_steps (and before step 1)
         kwargs.update(recipe.evaluation.grpo_kwargs(kwargs, world_size))
@@ -328,13 +374,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     callback.trainer = trainer
     _prepare_vllm(trainer, run_dir, writer)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    dump = os.environ.get(DUMP_RANK_STATE_ENV)
-    if dump:
-        Path(dump).mkdir(parents=True, exist_ok=True)
-        digest = parameter_digest(trainer.accelerator.unwrap_model(trainer.model))
-        accelerator = trainer.accelerator
-        where = {"rank": rank(), "world_size": accelerator.num_processes, "distributed": accelerator.distributed_type}
-        (Path(dump) / f"rank-{rank()}.json").write_text(json.dumps({**where, **digest}, default=str))
+    dump_rank_state(trainer)
     final = run_dir / "final"
     trainer.save_model(str(final))  # every rank calls it (sharded engines gather); only rank 0 writes
     if not writer:

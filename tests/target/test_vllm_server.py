@@ -98,3 +98,15 @@ def test_trl_vllm_serve_generates_for_trls_client(vllm_model_dir, tmp_path):
         # What stays unverified on CPU: weight sync into the server is NCCL-only (CUDA) in TRL 1.16.
         with pytest.raises(NotImplementedError, match="NCCL weight-transfer engine, which needs a CUDA device"):
             client.init_communicator(device="cpu")
+
+
+def test_the_target_vllm_has_no_bitsandbytes_method_that_trl_would_ask_a_qlora_engine_for():
+    """The facts QLoRA's refusal of vLLM rests on (skill.recipe.plan_checks), read from the installed sources: vLLM's
+    quantization methods, and TRL's colocated engine asking for "bitsandbytes" when the policy holds 4-bit layers."""
+    import inspect
+
+    from trl.generation import vllm_generation
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+
+    assert "bitsandbytes" not in QUANTIZATION_METHODS
+    assert 'quantization = "bitsandbytes"' in inspect.getsource(vllm_generation)

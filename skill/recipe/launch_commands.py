@@ -1,0 +1,104 @@
+"""The command lines that launch a recipe, by role and node: the one source for the rendered script's docstring,
+the launch files, emit's result (``GRPORecipe.launch.commands``) and what the runner starts.
+
+One process (one GPU, or a CPU) runs ``python``; several run ``accelerate launch --config_file`` on the plan's
+accelerate config, with the vLLM server (``trl vllm-serve``) on GPUs of its own when the recipe generates with one.
+``launch_node.sh`` (``skill.recipe.launch``) runs these lines on a node, in this order. The trainer is the
+rendered script (``train_grpo.py``) for a person launching by hand, or the project's worker
+(``-m skill.runs.worker RUN_DIR``) when ``run_grpo`` launches.
+
+May import: ``hardware``, ``models`` (``recipe.schema`` for types only). Nothing here decides the layout: it reads it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from skill.hardware.layout import gpu_list, node_layouts
+from skill.models.sources import is_embedded
+
+if TYPE_CHECKING:  # the schema renders the script, whose docstring shows these commands
+    from skill.recipe.schema import GRPORecipe
+
+CONFIG_FILE = "accelerate_config.yaml"
+SCRIPT_FILE = "train_grpo.py"
+NODE_SCRIPT = "launch_node.sh"
+SLURM_SCRIPT = "slurm.sbatch"
+SCRIPT_TRAINER = f"{SCRIPT_FILE} --output-dir grpo-output"
+# The defaults a hand launch uses; run_grpo picks free ports per run and records them in run.json.
+MAIN_PROCESS_PORT = 29500
+VLLM_PORT = 8000
+
+
+def model_argument(recipe: GRPORecipe) -> str:
+    """The model as a shell word; the embedded model resolves on the node the same way a run does."""
+    name = recipe.model.name
+    if is_embedded(name):
+        code = f"from skill.models.sources import resolve_model_path; print(resolve_model_path({name!r}))"
+        return f'"$(python -c {shlex.quote(code)})"'
+    return shlex.quote(name)
+
+
+def vllm_command(recipe: GRPORecipe, port: str | int | None = None) -> str:
+    """``trl vllm-serve`` for the recipe's server GPUs (without CUDA_VISIBLE_DEVICES), context sized to the budget."""
+    trl, launch = recipe.trl, recipe.launch
+    parallel = launch.vllm_tensor_parallel_size
+    parts = ["trl vllm-serve --model", model_argument(recipe), f"--tensor-parallel-size {parallel}"]
+    if launch.vllm_server_gpus // parallel > 1:
+        parts.append(f"--data-parallel-size {launch.vllm_server_gpus // parallel}")
+    parts.append(f"--port {port if port is not None else trl.get('vllm_server_port', VLLM_PORT)}")
+    if trl.get("vllm_max_model_length"):
+        parts.append(f"--max-model-len {trl['vllm_max_model_length']}")
+    return " ".join(parts)
+
+
+def accelerate_command(
+    local: int, nodes: int, rank: str, trainer: str = SCRIPT_TRAINER, port: str | int = MAIN_PROCESS_PORT
+) -> str:
+    """``accelerate launch`` on one node: accelerate starts num_processes // num_machines trainers there, so a node
+    passes its own count times the number of machines.
+
+    >>> accelerate_command(2, 1, "0")
+    'accelerate launch --config_file accelerate_config.yaml --num_processes 2 --main_process_port 29500 train_grpo.py \
+--output-dir grpo-output'
+    """
+    machine = f" --num_machines {nodes} --machine_rank {rank} --main_process_ip $MAIN_PROCESS_IP" if nodes > 1 else ""
+    return (
+        f"accelerate launch --config_file {CONFIG_FILE} --num_processes {local * nodes}{machine} "
+        f"--main_process_port {port} {trainer}"
+    )
+
+
+def launch_commands(recipe: GRPORecipe) -> dict[str, str]:
+    """The command lines by role and node: the vLLM server, the first two nodes' trainers, the cluster script.
+
+    >>> from skill.hardware.layout import LaunchPlan
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.recipe.schema import GRPORecipe, ModelSpec
+    >>> recipe = GRPORecipe.model_construct(trl={"use_vllm": True, "vllm_mode": "server"}, hardware=HardwareSpec(
+    ...     gpu_model="H100", gpus_per_node=4), launch=LaunchPlan(training_processes=3, vllm_server_gpus=1,
+    ...     launcher="accelerate"), model=ModelSpec(name="Qwen/Qwen2.5-7B-Instruct"))
+    >>> commands = launch_commands(recipe)
+    >>> commands["vllm (node 0)"]
+    'CUDA_VISIBLE_DEVICES=0 trl vllm-serve --model Qwen/Qwen2.5-7B-Instruct --tensor-parallel-size 1 --port 8000'
+    >>> commands["train (node 0)"].split(" accelerate")[0]
+    'CUDA_VISIBLE_DEVICES=1,2,3'
+    """
+    if recipe.launch.launcher == "python":
+        return {"train": f"python {SCRIPT_TRAINER}"}
+    nodes = node_layouts(recipe.hardware, recipe.launch)
+    commands: dict[str, str] = {}
+    server = bool(recipe.trl.get("use_vllm")) and recipe.trl.get("vllm_mode") == "server" and nodes[0].vllm_gpus
+    if server:
+        commands["vllm (node 0)"] = f"CUDA_VISIBLE_DEVICES={gpu_list(nodes[0].vllm_gpus)} {vllm_command(recipe)}"
+    count = len(nodes)
+    for node in nodes[:2]:  # nodes after the first are alike: one command with $NODE_RANK
+        rank = "0" if node.node_rank == 0 else "$NODE_RANK"
+        label = "node 0" if node.node_rank == 0 else "node 1" if count == 2 else f"node NODE_RANK = 1..{count - 1}"
+        devices = f"CUDA_VISIBLE_DEVICES={gpu_list(node.trainer_gpus)} " if recipe.hardware.accelerator == "gpu" else ""
+        commands[f"train ({label})"] = devices + accelerate_command(node.trainer_processes, count, rank)
+    commands["every node, in order (server, health wait, trainers)"] = f"bash {NODE_SCRIPT}"
+    if count > 1:
+        commands["all nodes, under SLURM"] = f"sbatch {SLURM_SCRIPT}"
+    return commands

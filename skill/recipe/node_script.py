@@ -1,0 +1,181 @@
+"""The shell a launch plan runs: ``launch_node.sh`` on every node and ``slurm.sbatch`` for a cluster.
+
+``launch_node.sh [TRAINER ...]`` checks the packages the plan needs, starts the vLLM server on node 0 when the plan
+has one (its output in ``vllm_server.log``), waits for its ``/health`` on every node, then runs ``accelerate
+launch`` with the plan's config and the trainer it was given (the rendered script by default; run_grpo passes the
+worker). While both run, whichever ends first ends the node: a server that dies stops the trainers and exits with
+``SERVER_DIED_EXIT`` after printing its last lines. The ports come from ``MAIN_PROCESS_PORT`` / ``VLLM_PORT`` when
+set (run_grpo picks free ones per run).
+
+May import: ``recipe.schema`` (types), ``recipe.launch_commands``, ``recipe.plan_checks``, ``hardware``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from skill.hardware.layout import NodeLayout, gpu_list
+from skill.recipe.launch_commands import (
+    CONFIG_FILE,
+    MAIN_PROCESS_PORT,
+    NODE_SCRIPT,
+    SCRIPT_FILE,
+    SCRIPT_TRAINER,
+    VLLM_PORT,
+    vllm_command,
+)
+from skill.recipe.plan_checks import Sharding, uses_vllm_server
+
+if TYPE_CHECKING:
+    from skill.recipe.schema import GRPORecipe
+
+VLLM_LOG = "vllm_server.log"
+VLLM_WAIT_S = 1800  # a large model can take many minutes to load; torchrun's static rendezvous waits 600 s
+SERVER_DIED_EXIT = 3  # launch_node.sh's exit status when the vLLM server ends before the trainers
+
+
+def _needs_check(needs: dict[str, str]) -> list[str]:
+    """Shell lines that stop a node at once, naming what to install, when a package the plan needs is missing."""
+    if not needs:
+        return []
+    pairs = " ".join(shlex.quote(f"{module}={requirement}") for module, requirement in needs.items())
+    return [
+        "# The packages this plan needs beyond the core install (module=requirement), checked before anything starts.",
+        f"python - {pairs} <<'CHECK'",
+        "import importlib.util, sys",
+        'needs = dict(pair.split("=", 1) for pair in sys.argv[1:])',
+        "missing = [module for module in needs if importlib.util.find_spec(module) is None]",
+        "if missing:",
+        '    installs = " ".join(sorted({repr(needs[module]) for module in missing}))',
+        "    sys.exit(f\"this recipe needs {', '.join(missing)}: pip install {installs}\")",
+        "CHECK",
+    ]
+
+
+def _server_lines(recipe: GRPORecipe, first: NodeLayout) -> list[str]:
+    """Node 0 starts the vLLM server (its output in vllm_server.log); every node waits for its /health."""
+    return [
+        'if [ "$NODE_RANK" -eq 0 ]; then',
+        f"  CUDA_VISIBLE_DEVICES={gpu_list(first.vllm_gpus)} {vllm_command(recipe, '$VLLM_PORT')} > {VLLM_LOG} 2>&1 &",
+        "  VLLM_PID=$!",
+        "  trap 'kill \"$VLLM_PID\" 2>/dev/null || true' EXIT",
+        "fi",
+        "# Every node waits for the server: rank 0 (node 0) syncs weights with it before the first step, and",
+        "# a slow model load must not outlast torchrun's rendezvous.",
+        "HEALTH=http://$MAIN_PROCESS_IP:$VLLM_PORT/health",
+        "WAITED=0",
+        "until python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \"$HEALTH\" "
+        "2>/dev/null; do",
+        '  if [ -n "${VLLM_PID:-}" ] && ! kill -0 "$VLLM_PID" 2>/dev/null; then',
+        f'    echo "vLLM server exited before it was healthy; last lines of {VLLM_LOG}:" >&2',
+        f"    tail -n 20 {VLLM_LOG} >&2",
+        f"    exit {SERVER_DIED_EXIT}",
+        "  fi",
+        f'  if [ "$WAITED" -ge "${{VLLM_WAIT_S:-{VLLM_WAIT_S}}}" ]; then echo "no vLLM server at $HEALTH" >&2;'
+        " exit 1; fi",
+        "  sleep 2; WAITED=$((WAITED + 2))",
+        "done",
+        'echo "vLLM server healthy at $HEALTH after ${WAITED} s"',
+    ]
+
+
+def _trainer_lines(server: bool, on_cpu: bool) -> list[str]:
+    """accelerate launch with the trainer given as arguments; with a server on this node, whichever ends first ends
+    the node: a dead server stops the trainers and says why (exit status SERVER_DIED_EXIT)."""
+    devices = "" if on_cpu else "CUDA_VISIBLE_DEVICES=$TRAINER_GPUS "
+    launch = [
+        "# accelerate starts num_processes // num_machines trainers here: pass this node's count x machines.",
+        f"{devices}accelerate launch --config_file {CONFIG_FILE} \\",
+        '  --num_processes $((LOCAL_TRAINERS * NUM_MACHINES)) --num_machines "$NUM_MACHINES" \\',
+        '  --machine_rank "$NODE_RANK" --main_process_ip "$MAIN_PROCESS_IP" \\',
+        '  --main_process_port "$MAIN_PROCESS_PORT" \\',
+        '  "${TRAINER[@]}"',
+    ]
+    if not server:
+        return launch
+    return [
+        'if [ -z "${VLLM_PID:-}" ]; then',
+        *("  " + line for line in launch),
+        "  exit $?",
+        "fi",
+        *launch[:-1],
+        '  "${TRAINER[@]}" &',
+        "TRAIN_PID=$!",
+        'while kill -0 "$TRAIN_PID" 2>/dev/null && kill -0 "$VLLM_PID" 2>/dev/null; do sleep 2; done',
+        'if kill -0 "$TRAIN_PID" 2>/dev/null; then',
+        f'  echo "vLLM server exited during training; last lines of {VLLM_LOG}:" >&2; tail -n 20 {VLLM_LOG} >&2',
+        '  kill "$TRAIN_PID" 2>/dev/null || true; wait "$TRAIN_PID" || true',
+        f"  exit {SERVER_DIED_EXIT}",
+        "fi",
+        'wait "$TRAIN_PID"',
+    ]
+
+
+def _header(recipe: GRPORecipe, sharding: Sharding, server: str) -> list[str]:
+    """What the script is, how to call it, and its settings (environment first, then defaults)."""
+    on_cpu = " on CPU" if recipe.hardware.accelerator == "cpu" else ""
+    port = recipe.trl.get("vllm_server_port", VLLM_PORT)
+    return [
+        "#!/usr/bin/env bash",
+        f"# {recipe.model.name} ({recipe.method}), {sharding}: {recipe.launch.training_processes} trainer(s)"
+        f"{on_cpu}{server}. Written by grpo-rlvr.",
+        "# On every node: NODE_RANK=<rank> MAIN_PROCESS_IP=<node 0 address> bash launch_node.sh [TRAINER ...]",
+        f"# TRAINER defaults to `{SCRIPT_TRAINER}`; run_grpo passes `-m skill.runs.worker RUN_DIR`.",
+        "# MAIN_PROCESS_PORT and VLLM_PORT may be set to free ports (run_grpo picks them per run).",
+        "set -euo pipefail",
+        'cd "$(dirname "$0")"',
+        "NODE_RANK=${NODE_RANK:-${SLURM_NODEID:-0}}",
+        "MAIN_PROCESS_IP=${MAIN_PROCESS_IP:-127.0.0.1}",
+        f"MAIN_PROCESS_PORT=${{MAIN_PROCESS_PORT:-{MAIN_PROCESS_PORT}}}",
+        f"VLLM_PORT=${{VLLM_PORT:-{port}}}",
+        f'if [ $# -gt 0 ]; then TRAINER=("$@"); else TRAINER=({SCRIPT_TRAINER}); fi',
+    ]
+
+
+def node_script(recipe: GRPORecipe, nodes: list[NodeLayout], sharding: Sharding, needs: dict[str, str]) -> str:
+    first, rest = nodes[0], nodes[1:]
+    server = uses_vllm_server(recipe) and bool(first.vllm_gpus)
+    on_cpu = recipe.hardware.accelerator == "cpu"
+    lines = [
+        *_header(recipe, sharding, f", vLLM on {len(first.vllm_gpus)} GPU(s) of node 0" if server else ""),
+        f"NUM_MACHINES={len(nodes)}",
+        *_needs_check(needs),
+        'if [ "$NODE_RANK" -eq 0 ]; then',
+        f"  TRAINER_GPUS={gpu_list(first.trainer_gpus)}",
+        f"  LOCAL_TRAINERS={first.trainer_processes}",
+        "else",
+        f"  TRAINER_GPUS={gpu_list(rest[0].trainer_gpus) if rest else ''}",
+        f"  LOCAL_TRAINERS={rest[0].trainer_processes if rest else 0}",
+        "fi",
+        *(_server_lines(recipe, first) if server else []),
+        *_trainer_lines(server, on_cpu),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def slurm_script(recipe: GRPORecipe) -> str:
+    hardware = recipe.hardware
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            "#SBATCH --job-name=grpo-rlvr",
+            f"#SBATCH --nodes={hardware.nodes}",
+            "#SBATCH --ntasks-per-node=1",
+            f"#SBATCH --gpus-per-node={hardware.gpus_per_node}",
+            "#SBATCH --exclusive",
+            "#SBATCH --output=%x-%j.out",
+            "# Submit from the directory holding these files: sbatch slurm.sbatch [OUTPUT_DIR]",
+            "set -euo pipefail",
+            'cd "${SLURM_SUBMIT_DIR:-.}"',
+            "# The allocation's first node is machine rank 0: the main process (and the vLLM server) live there.",
+            # sed reads every line: `head -n 1` would close the pipe early and, with pipefail, fail the job.
+            'MAIN_PROCESS_IP=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
+            "export MAIN_PROCESS_IP",
+            "# One task per node; each takes its machine rank from SLURM_NODEID.",
+            f'srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 bash -c \'NODE_RANK=$SLURM_NODEID bash '
+            f'{NODE_SCRIPT} {SCRIPT_FILE} --output-dir "$0"\' "${{1:-grpo-output}}"',
+            "",
+        ]
+    )

@@ -1,0 +1,200 @@
+"""Engines: how a run's training processes are started, watched and stopped.
+
+An engine is four things, recorded in run.json (``engine``, ``pid``, ``ports``) and shown in ``RunStatus``:
+``submit`` (start the run directory's trainer, new or resumed), ``state`` (reconcile run.json with what is
+running: a dead launcher is never left 'running', and says why), ``cancel`` (stop everything the run started)
+and ``log_paths``. Every rank is the project's worker (``python -m skill.runs.worker RUN_DIR``): the gate check
+in process, metrics, held-out results, checkpoints, and one writer of run.json (rank 0).
+
+- ``local``: one worker process (a CPU, or one GPU).
+- ``accelerate``: the run directory's ``launch_node.sh`` (``skill.recipe.launch``, the same files a hand launch
+  uses) with the worker as its trainer: ``accelerate launch --config_file`` with the plan's config, and the
+  vLLM server the plan puts on GPUs of its own, health-checked before the trainers start. Ports are free ones
+  picked per run.
+
+Both start one launcher in a process group of its own: cancelling signals the whole group (server included).
+torchrun starts each rank in a session of its own, out of that group's reach; each rank dies with its launcher
+(PR_SET_PDEATHSIG, ``skill.runs.worker``) and torchrun stops them on SIGTERM.
+
+Which engine runs a recipe follows from its launch plan alone (``engine_for``).
+May import: ``recipe``, ``runs.store``, ``errors``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Literal
+
+from skill.errors import SkillError
+from skill.recipe.launch import launch_files
+from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT
+from skill.recipe.node_script import SERVER_DIED_EXIT, VLLM_LOG
+from skill.recipe.plan_checks import uses_vllm_server
+from skill.recipe.schema import GRPORecipe
+from skill.runs.store import FINAL_STATES, RunRecord, is_alive, process_start_ticks, read_record, tail, write_record
+
+EngineName = Literal["local", "accelerate"]
+CANCEL_GRACE_S = 10.0
+_CHILDREN: dict[str, subprocess.Popen] = {}  # the launchers this process started, reaped for their exit status
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the kernel's pick), for one run's rendezvous or vLLM server.
+
+    >>> 1024 <= free_port() < 65536
+    True
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ProcessEngine:
+    """A launcher process in its own process group on this machine; subclasses say what it runs."""
+
+    name: EngineName = "local"
+
+    def files(self, recipe: GRPORecipe) -> dict[str, str]:
+        """Files written into the run directory before the first start."""
+        return {}
+
+    def command(self, directory: Path, resume: bool) -> list[str]:
+        return [sys.executable, "-m", "skill.runs.worker", str(directory)] + (["--resume"] if resume else [])
+
+    def ports(self, recipe: GRPORecipe) -> dict[str, int]:
+        return {}
+
+    def log_paths(self, directory: Path) -> list[Path]:
+        return [directory / "train.log"]
+
+    def submit(self, directory: Path, resume: bool) -> RunRecord:
+        """Start the launcher (free ports picked now and recorded), detached from the caller."""
+        record = read_record(directory)
+        recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
+        record.engine, record.ports = self.name, self.ports(recipe)
+        record.command = self.command(directory, resume)
+        ports = {f"{role.upper()}_PORT": str(port) for role, port in record.ports.items()}
+        # The launch script's accelerate, trl and python are this interpreter's, active or not.
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        log = (directory / "train.log").open("a")
+        child = subprocess.Popen(
+            record.command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=directory,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path, **ports},
+        )
+        log.close()
+        _CHILDREN[record.run_id] = child
+        record.pid, record.process_start_ticks = child.pid, process_start_ticks(child.pid)
+        record.state = "running" if record.state == "starting" else record.state
+        write_record(directory, record)
+        return record
+
+    def state(self, directory: Path) -> RunRecord:
+        """run.json reconciled with the launcher: one that ended without a final state failed, with why."""
+        record = read_record(directory)
+        child = _CHILDREN.get(record.run_id)
+        if child is not None and child.poll() is None and not is_alive(record):
+            # Dead (a zombie) but not yet reaped when poll() looked: reap it, to know its exit code or signal.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
+        if child is not None and child.poll() is not None:
+            _CHILDREN.pop(record.run_id, None)
+            record = read_record(directory)
+            # Only the attempt this process started: a run resumed since (by any server) has another pid.
+            if record.state not in FINAL_STATES and record.pid == child.pid:
+                code = child.returncode
+                record.exit_code, record.signal = (None, -code) if code < 0 else (code, None)
+                ended = f"exited with code {code}"
+                if code < 0:
+                    ended = f"killed by signal {-code} ({signal.Signals(-code).name})"
+                return self._fail(directory, record, ended)
+        elif record.state in ("starting", "running") and record.pid is not None and not is_alive(record):
+            record = read_record(directory)
+            if record.state not in FINAL_STATES:
+                return self._fail(directory, record, "the training process is gone (killed, or the machine restarted)")
+        return record
+
+    def _fail(self, directory: Path, record: RunRecord, ended: str) -> RunRecord:
+        record.state, record.ended_at = "failed", time.time()
+        record.reason = f"{ended}; last log lines: " + " | ".join(tail(directory / "train.log", 3))
+        write_record(directory, record)
+        return record
+
+    def cancel(self, directory: Path, record: RunRecord) -> None:
+        """SIGTERM to the launcher's process group, SIGKILL after a grace period."""
+        if record.pid is not None and is_alive(record):
+            for sig, wait in ((signal.SIGTERM, CANCEL_GRACE_S), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(record.pid, sig)
+                except ProcessLookupError:
+                    break
+                deadline = time.time() + wait
+                while time.time() < deadline and is_alive(record):
+                    child = _CHILDREN.get(record.run_id)
+                    if child is not None:
+                        child.poll()
+                    time.sleep(0.1)
+                if not is_alive(record):
+                    break
+        child = _CHILDREN.pop(record.run_id, None)
+        if child is not None:
+            child.wait(timeout=5)
+
+
+class AccelerateEngine(ProcessEngine):
+    """The run directory's launch_node.sh with the worker as the trainer of every rank."""
+
+    name: EngineName = "accelerate"
+
+    def files(self, recipe: GRPORecipe) -> dict[str, str]:
+        plan = launch_files(recipe)
+        return {name: plan.files[name] for name in (CONFIG_FILE, NODE_SCRIPT)}
+
+    def command(self, directory: Path, resume: bool) -> list[str]:
+        worker = ["-m", "skill.runs.worker", str(directory)] + (["--resume"] if resume else [])
+        return ["bash", str(directory / NODE_SCRIPT), *worker]
+
+    def ports(self, recipe: GRPORecipe) -> dict[str, int]:
+        ports = {"main_process": free_port()}
+        if uses_vllm_server(recipe):
+            ports["vllm"] = free_port()
+        return ports
+
+    def log_paths(self, directory: Path) -> list[Path]:
+        return [directory / "train.log", directory / VLLM_LOG]
+
+    def _fail(self, directory: Path, record: RunRecord, ended: str) -> RunRecord:
+        if record.exit_code != SERVER_DIED_EXIT:
+            return super()._fail(directory, record, ended)
+        record.state, record.ended_at = "failed", time.time()
+        record.reason = f"the vLLM server exited ({ended}, the trainers stopped); last lines of {VLLM_LOG}: " + (
+            " | ".join(tail(directory / VLLM_LOG, 5))
+        )
+        write_record(directory, record)
+        return record
+
+
+ENGINES: dict[str, ProcessEngine] = {"local": ProcessEngine(), "accelerate": AccelerateEngine()}
+
+
+def engine_for(recipe: GRPORecipe) -> ProcessEngine:
+    """The engine the recipe's launch plan calls for: one process runs locally, several under accelerate."""
+    if recipe.hardware.nodes > 1:
+        raise SkillError(
+            f"The recipe's plan spans {recipe.hardware.nodes} nodes; run_grpo drives one node (local or accelerate) "
+            "and has no cluster engine yet.",
+            "Launch it on the cluster with its files (grpo-rlvr config --output launch DIR: sbatch slurm.sbatch, or "
+            "bash launch_node.sh on every node), or emit the recipe for one node.",
+        )
+    return ENGINES["local" if recipe.launch.launcher == "python" else "accelerate"]

@@ -1,0 +1,240 @@
+"""The runner's engines: the accelerate engine runs the emitted launch plan (accelerate launch --config_file, two CPU
+processes over gloo) with the project's worker on every rank; the on-policy invariant read from the GRPOConfig TRL
+built in each rank; kill, resume and cancel; the preflight of devices and CPU processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from test_runs import REWARDS, pass_inspection, recipe, wait
+
+from skill.data import addition_rows
+from skill.errors import SkillError
+from skill.hardware.specs import HardwareSpec
+from skill.recipe.launch import on_cpu_processes
+from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT
+from skill.recipe.trl_contract import build_grpo_config
+from skill.runs.checks import check_cpu_processes, compare_devices
+from skill.runs.engines import engine_for, free_port
+from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
+from skill.runs.store import is_alive, read_jsonl, read_record, run_dir
+from skill.runs.worker import DUMP_RANK_STATE_ENV, launched_world_size, parameter_digest
+
+
+@pytest.fixture(scope="module")
+def digit_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny random model, nudged to write digits and spaces: about 60% of its completions are a bare
+    number, so the format reward differs within a group and GRPO has a gradient (a model that never
+    earns a reward never moves, and its ranks agree for free)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    favoured = [tokenizer.convert_tokens_to_ids(token) for token in [*"0123456789", "Ġ"]]
+    with torch.no_grad():
+        embedding = model.get_input_embeddings().weight  # tied to the output head
+        embedding[:, 0] += 1.0
+        embedding[favoured, 0] += 3.0
+    directory = tmp_path_factory.mktemp("digit-model")
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def addition_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("engine-data") / "addition.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(64)))
+    return path
+
+
+def run_processes(directory: Path) -> dict[int, list[bytes]]:
+    """Every live process of a run (the launcher script, accelerate, the ranks), found by the run directory in
+    its command line."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            words = (proc / "cmdline").read_bytes().split(b"\0")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(directory).encode() in words and state != "Z":
+            found[int(proc.name)] = words
+    return found
+
+
+def rank_pids(directory: Path) -> list[int]:
+    """The worker ranks: started by accelerate's torchrun as `python -u -m skill.runs.worker RUN_DIR`."""
+    return [
+        pid
+        for pid, words in run_processes(directory).items()
+        if b"skill.runs.worker" in words and b"launch" not in words and not words[0].endswith(b"bash")
+    ]
+
+
+def until(condition, timeout: float) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_under_accelerate_train_on_policy_and_end_in_sync(
+    digit_model_dir, addition_data, tmp_path, monkeypatch
+):
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv(DUMP_RANK_STATE_ENV, str(tmp_path / "ranks"))
+    pass_inspection(REWARDS)
+    steps, run_id = 3, f"two-ranks-{uuid.uuid4().hex[:6]}"
+    started = time.time()
+    run_grpo(RunRequest(recipe=recipe(digit_model_dir, addition_data, steps=steps), run_id=run_id, processes=2))
+    directory = run_dir(run_id)
+    record = read_record(directory)
+    assert record.engine == "accelerate" and record.command[:2] == ["bash", str(directory / NODE_SCRIPT)]
+    assert record.command[2:] == ["-m", "skill.runs.worker", str(directory)]
+    config = yaml.safe_load((directory / CONFIG_FILE).read_text())  # the plan's own config, for a CPU
+    assert (config["use_cpu"], config["num_processes"], config["distributed_type"]) == (True, 2, "MULTI_GPU")
+    assert set(record.ports) == {"main_process"} and record.ports["main_process"] != 29500
+    status = wait(run_id)
+    elapsed = time.time() - started
+    assert status.state == "succeeded", run_logs(run_id).lines[-30:]
+    assert status.engine == "accelerate" and status.engine_ids["main_process_port"] == record.ports["main_process"]
+
+    metrics = read_jsonl(directory / "metrics.jsonl")
+    assert [row["step"] for row in metrics] == list(range(1, steps + 1))  # rank 0 alone writes
+    assert any(row["grad_norm"] > 0 for row in metrics), metrics
+
+    ranks = [json.loads((tmp_path / "ranks" / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    assert [(r["rank"], r["world_size"], r["env_world_size"], r["distributed"]) for r in ranks] == [
+        (0, 2, "2", "MULTI_CPU"),
+        (1, 2, "2", "MULTI_CPU"),
+    ]
+    for rank in ranks:  # on-policy, as TRL built it in the rank: one generation batch feeds one optimizer step
+        assert rank["steps_per_generation"] == rank["gradient_accumulation_steps"] == 1
+        assert rank["generation_batch_size"] == rank["per_device_train_batch_size"] * 2 * rank["steps_per_generation"]
+    initial = parameter_digest(AutoModelForCausalLM.from_pretrained(digit_model_dir))
+    final = parameter_digest(AutoModelForCausalLM.from_pretrained(directory / "final"))
+    assert ranks[0]["sha256"] == ranks[1]["sha256"]  # the ranks hold the same parameters...
+    assert ranks[0]["sha256"] != initial["sha256"]  # ...and they are not the ones they started from
+    assert final["sha256"] == ranks[0]["sha256"]  # what was saved is what trained
+    print(f"\n2 ranks under accelerate, {steps} steps in {elapsed:.1f} s")
+    until(lambda: not run_processes(directory), 30)  # rank 0 wrote 'succeeded' just before the processes exit
+
+
+@pytest.mark.slow
+def test_a_killed_launcher_takes_its_ranks_resume_keeps_two_and_cancel_leaves_nothing(digit_model_dir, addition_data):
+    pass_inspection(REWARDS)
+    run_id = f"two-ranks-kill-{uuid.uuid4().hex[:6]}"
+    request = RunRequest(
+        recipe=recipe(digit_model_dir, addition_data, steps=8, save_steps=2), run_id=run_id, processes=2
+    )
+    run_grpo(request)
+    directory = run_dir(run_id)
+    until(lambda: list((directory / "checkpoints").glob("checkpoint-*/trainer_state.json")), 240)
+    assert len(rank_pids(directory)) == 2
+    os.killpg(read_record(directory).pid, signal.SIGKILL)  # the launcher's group; the ranks live in their own sessions
+    status = wait(run_id, timeout=30)
+    assert status.state == "failed" and status.signal == signal.SIGKILL, status.reason
+    until(lambda: not run_processes(directory), 10)  # PR_SET_PDEATHSIG: no rank outlives its launcher
+
+    with pytest.raises(SkillError, match="keeps its count"):
+        run_grpo(RunRequest(resume_run_id=run_id, processes=3))
+    run_grpo(RunRequest(resume_run_id=run_id))
+    record = read_record(directory)
+    assert record.engine == "accelerate" and record.command[-1] == "--resume"
+    until(lambda: read_record(directory).resumed_from_step, 120)  # rank 0 trimmed the metrics to the checkpoint
+    resumed = read_record(directory).resumed_from_step
+    until(lambda: len(read_jsonl(directory / "metrics.jsonl")) > resumed, 120)
+    assert read_jsonl(directory / "metrics.jsonl")[resumed]["step"] == resumed + 1  # the checkpoint's step + 1
+    assert len(rank_pids(directory)) == 2
+    status = cancel_run(run_id)  # SIGTERM to the launcher's group: accelerate stops its ranks
+    assert status.state == "cancelled" and not is_alive(read_record(directory))
+    until(lambda: not run_processes(directory), 15)
+    steps = [row["step"] for row in read_jsonl(directory / "metrics.jsonl")]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) > resumed >= 2
+
+
+def test_the_engine_follows_the_launch_plan(tiny_model_dir, addition_data):
+    cpu = recipe(tiny_model_dir, addition_data)
+    assert engine_for(cpu).name == "local" and engine_for(on_cpu_processes(cpu, 2)).name == "accelerate"
+    assert on_cpu_processes(cpu, 2).launch.commands["train (node 0)"].startswith("accelerate launch --config_file")
+    from test_launch import gpu_recipe
+
+    eight = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8)
+    assert engine_for(eight).name == "accelerate" and engine_for(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 1))
+    with pytest.raises(SkillError, match="is for CPU recipes"):
+        on_cpu_processes(eight, 2)
+    with pytest.raises(SkillError, match="spans 2 nodes") as refused:
+        engine_for(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2))
+    assert "sbatch slurm.sbatch" in refused.value.fix
+    assert len({free_port() for _ in range(5)}) > 1
+
+
+def test_cpu_processes_are_refused_when_they_cannot_work(tiny_model_dir, addition_data, monkeypatch):
+    cpu = recipe(tiny_model_dir, addition_data)
+    assert check_cpu_processes(cpu, 1, force=False) == []
+    assert "2 CPU processes (accelerate launch, gloo)" in check_cpu_processes(cpu, 2, force=False)[0]
+    uneven = recipe(tiny_model_dir, addition_data, generation_batch_size=24)  # 3 groups of 8 with one process
+    with pytest.raises(SkillError, match=r"not divisible by the global batch 8 x 2 training processes = 16"):
+        check_cpu_processes(uneven, 2, force=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    with pytest.raises(SkillError, match="exceeds this machine's 1 CPU cores"):
+        check_cpu_processes(cpu, 2, force=False)
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        RunRequest(recipe=cpu, processes=0)
+
+
+def test_the_devices_present_are_checked_against_the_recipe():
+    from test_launch import gpu_recipe
+
+    eight = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8)
+    h100 = ("NVIDIA H100 80GB HBM3", 79.62)
+    assert compare_devices(eight, [h100] * 8, force=False) == [
+        "Devices: 8 x NVIDIA H100 80GB HBM3 (79.6 GiB) for 8 x 79.6 GiB planned."
+    ]
+    with pytest.raises(SkillError, match=r"has 4 GPU\(s\) .* laid out for 8") as fewer:
+        compare_devices(eight, [h100] * 4, force=False)
+    assert "gpus_per_node" in fewer.value.fix
+    with pytest.raises(SkillError, match="assumed 79.6 GiB per GPU"):
+        compare_devices(eight, [("NVIDIA A100-SXM4-40GB", 39.4)] * 8, force=False)
+    assert "forced" in compare_devices(eight, [h100] * 4, force=True)[0]
+    assert compare_devices(eight.model_copy(update={"hardware": HardwareSpec(accelerator="cpu")}), [], False) == []
+
+
+def on_policy_in_a_world_of(kwargs: dict, world: int, monkeypatch) -> tuple[int, int, int]:
+    """(steps_per_generation, generation_batch_size, gradient_accumulation_steps) as TRL's GRPOConfig derives them in
+    a rank of a ``world``-process run. The worker's call passes the launched world as the target, which is the
+    rank's own world, so build_grpo_config adds nothing and TRL derives the batch from the world it is in (here a
+    patched property reports it, as accelerate's state does inside a launched rank; WORLD_SIZE stays unset so no process
+    group is started)."""
+    from trl import GRPOConfig
+
+    with monkeypatch.context() as patch:  # what accelerate's state reports inside a launched rank
+        patch.setattr(GRPOConfig, "world_size", property(lambda self: world))
+        config, notes = build_grpo_config(
+            kwargs, "/tmp/on-policy", on_target=False, target_world_size=launched_world_size()
+        )
+    assert "world_size" not in GRPOConfig.__dict__
+    assert not [note for note in notes if "generation_batch_size" in note]
+    return config.steps_per_generation, config.generation_batch_size, config.gradient_accumulation_steps
+
+
+def test_every_recipe_configuration_is_on_policy_in_its_launched_world(monkeypatch):
+    from recipe_matrix import CONFIGURATIONS, script_kwargs
+
+    for configuration in CONFIGURATIONS:
+        kwargs, processes, recipe_ = script_kwargs(configuration)
+        assert processes == recipe_.launch.training_processes
+        steps, batch, accumulation = on_policy_in_a_world_of(kwargs, processes, monkeypatch)
+        assert steps == accumulation, configuration.name  # one generation batch, one optimizer step
+        assert batch == kwargs["per_device_train_batch_size"] * processes * steps, configuration.name
