@@ -1,6 +1,9 @@
 """Runner overhead: seconds per step of `run_grpo` against a bare GRPOTrainer script, same config, same tiny
 model, same rewards, on CPU; interleaved rounds, >= 20 steps each. Target: ratio <= 1.05.
 
+With ``--processes 2`` both sides run the same launch plan (the accelerate engine's files, two gloo processes):
+the runner through run_grpo, the bare script by hand as the trainer of the plan's own launch_node.sh.
+
 Both sides time steps the same way: the wall clock at each logged step (a callback that records the time).
 The runner's side includes everything it adds: its own process, metrics/completions files, checkpoints.
 Run: python bench/runner_overhead.py [--steps N] [--rounds R]
@@ -85,7 +88,23 @@ def passed_inspection(specs) -> None:
         raise RuntimeError(f"bench setup: the review did not pass: {review.verdict_reasons}")
 
 
-def measure(steps: int = 20, rounds: int = 2) -> dict[str, float]:
+def _bare_command(work: Path, recipe, processes: int, arguments: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The bare script's command line: one process, or the plan's launch_node.sh with it as the trainer."""
+    script = work / "bare_grpo.py"
+    script.write_text(BARE)
+    if processes == 1:
+        return [sys.executable, str(script), *arguments], dict(os.environ)
+    from skill.recipe.launch import launch_files, on_cpu_processes, write_launch_files
+    from skill.runs.engines import free_port
+
+    hand = work / "hand-launch"
+    write_launch_files(launch_files(on_cpu_processes(recipe, processes)), hand)
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path, "MAIN_PROCESS_PORT": str(free_port())}
+    return ["bash", str(hand / "launch_node.sh"), str(script), *arguments], env
+
+
+def measure(steps: int = 20, rounds: int = 2, processes: int = 1) -> dict[str, float]:
     """Median seconds per step of each side over interleaved rounds, and their ratio."""
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
     os.environ["GRPO_RLVR_HOME"] = str(work / "state")
@@ -121,23 +140,12 @@ def measure(steps: int = 20, rounds: int = 2) -> dict[str, float]:
     bare_config = {**recipe.trl}
     bare, ours = [], []
     for round_index in range(rounds):
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                BARE,
-                str(model),
-                str(data),
-                json.dumps(bare_config),
-                json.dumps([s.model_dump() for s in specs]),
-                str(work / f"bare-{round_index}"),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        arguments = [str(model), str(data), json.dumps(bare_config), json.dumps([s.model_dump() for s in specs])]
+        command, env = _bare_command(work, recipe, processes, [*arguments, str(work / f"bare-{round_index}")])
+        out = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
         bare.append(_per_step(json.loads(out.split("TIMES ", 1)[1])))
-        status = run_grpo(RunRequest(recipe=recipe, run_id=f"bench-{round_index}", held_out_fraction=0.0))
+        run_id = f"bench-{processes}p-{round_index}-{os.getpid()}"
+        status = run_grpo(RunRequest(recipe=recipe, run_id=run_id, held_out_fraction=0.0, processes=processes))
         while status.state in ("starting", "running"):
             status = run_status(status.run_id, wait_seconds=2)
         if status.state != "succeeded":
@@ -146,6 +154,7 @@ def measure(steps: int = 20, rounds: int = 2) -> dict[str, float]:
     return {
         "steps": steps,
         "rounds": rounds,
+        "processes": processes,
         "bare_s_per_step": statistics.median(bare),
         "runner_s_per_step": statistics.median(ours),
         "bare_spread_s": max(bare) - min(bare),
@@ -159,8 +168,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=1)
     args = parser.parse_args()
-    for key, value in measure(args.steps, args.rounds).items():
+    for key, value in measure(args.steps, args.rounds, args.processes).items():
         print(f"{key}: {value:.4f}" if isinstance(value, float) else f"{key}: {value}")
 
 
