@@ -143,7 +143,7 @@ def measure(steps: int = 20, rounds: int = 2, processes: int = 1) -> dict[str, f
         arguments = [str(model), str(data), json.dumps(bare_config), json.dumps([s.model_dump() for s in specs])]
         command, env = _bare_command(work, recipe, processes, [*arguments, str(work / f"bare-{round_index}")])
         out = subprocess.run(command, capture_output=True, text=True, check=True, env=env).stdout
-        bare.append(_per_step(json.loads(out.split("TIMES ", 1)[1])))
+        bare.append(_per_step(json.loads(out.split("TIMES ", 1)[1].splitlines()[0])))  # rank 0 or the first to print
         run_id = f"bench-{processes}p-{round_index}-{os.getpid()}"
         status = run_grpo(RunRequest(recipe=recipe, run_id=run_id, held_out_fraction=0.0, processes=processes))
         while status.state in ("starting", "running"):
