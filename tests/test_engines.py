@@ -24,8 +24,9 @@ from skill.recipe.trl_contract import build_grpo_config
 from skill.runs.checks import check_cpu_processes, compare_devices
 from skill.runs.engines import engine_for, free_port
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
+from skill.runs.rank_state import DUMP_RANK_STATE_ENV, parameter_digest
 from skill.runs.store import is_alive, read_jsonl, read_record, run_dir
-from skill.runs.worker import DUMP_RANK_STATE_ENV, launched_world_size, parameter_digest
+from skill.runs.worker import launched_world_size
 
 
 @pytest.fixture(scope="module")

@@ -159,8 +159,13 @@ def test_colocated_vllm_takes_its_share_and_sleep_mode_returns_it_while_training
     assert awake.vllm_kv_cache_tokens > 100_000
 
 
+def test_qlora_generates_without_vllm_so_no_share_is_counted():
+    qlora = estimate(model="Qwen/Qwen2.5-7B", hardware=HardwareSpec(gpu_model="A100-40GB"), method="qlora")
+    assert qlora.components.vllm == 0 and qlora.fits
+
+
 def test_a_vllm_share_too_small_for_the_weights_does_not_fit_whatever_the_total():
-    result = estimate(model="Qwen/Qwen2.5-7B", hardware=HardwareSpec(gpu_model="A100-40GB"), method="qlora")
+    result = estimate(model="Qwen/Qwen2.5-7B", hardware=HardwareSpec(gpu_model="A100-40GB"), method="lora")
     assert not result.fits and "cannot hold" in result.warnings[0]
     assert any(remedy.name == "generate_without_vllm" and remedy.fits for remedy in result.remedies)
 

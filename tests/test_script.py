@@ -48,7 +48,7 @@ def test_multi_gpu_script_names_the_launch_commands():
     script = recipe.to_script()
     ast.parse(script)
     assert "trl vllm-serve --model Qwen/Qwen2.5-7B-Instruct" in script
-    assert "accelerate launch --num_processes 7" in script
+    assert "accelerate launch --config_file accelerate_config.yaml --num_processes 7" in script
     assert "LoraConfig(" in script and "'config': 'main'" in script and "'answer_extractor': 'gsm8k'" in script
     assert "learning_rate=5e-06,  # LoRA needs about 10x" in script
 

@@ -19,9 +19,7 @@ On-policy by construction: the world a rank builds its GRPOConfig for is the wor
 batch feeds exactly the optimizer steps the recipe planned (``steps_per_generation /
 gradient_accumulation_steps``, 1 unless the recipe says otherwise).
 
-Debugging aid: with GRPO_RLVR_DUMP_RANK_STATE=DIR set, every rank writes DIR/rank-<R>.json at the end
-of training: a digest of its parameters (parameter_digest), to show that the ranks ended in sync, and the
-batch values TRL built in that rank (world size, steps_per_generation, generation_batch_size).
+Debugging aid: GRPO_RLVR_DUMP_RANK_STATE=DIR makes every rank report itself at the end (``runs.rank_state``).
 
 With a colocated vLLM engine, rank 0 writes vllm_engine.json (the settings vLLM was built with, read back);
 on a CPU the weight sync is skill.runs.vllm_cpu's (GRPO_RLVR_VLLM_SYNC_CHECK=1 also verifies every sync).
@@ -44,6 +42,7 @@ from skill.recipe.schema import GRPORecipe
 from skill.recipe.trl_contract import build_grpo_config
 from skill.rewards.registry import build_reward_functions
 from skill.runs.plots import plot_reward_curve
+from skill.runs.rank_state import dump_rank_state, rank
 from skill.runs.store import (
     METRICS_HEADER,
     append_jsonl,
@@ -57,17 +56,7 @@ from skill.state import write_atomically
 
 KEEP_CHECKPOINTS = 2
 COMPLETIONS_PER_STEP = 4
-DUMP_RANK_STATE_ENV = "GRPO_RLVR_DUMP_RANK_STATE"
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
-def rank() -> int:
-    """This process's global rank: torchrun's RANK, 0 for a single process.
-
-    >>> rank() == int(os.environ.get("RANK", "0"))
-    True
-    """
-    return int(os.environ.get("RANK", "0"))
 
 
 def launched_world_size() -> int:
@@ -97,32 +86,6 @@ def _die_with_launcher() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # torchrun died before the request took effect
         os._exit(1)
-
-
-def parameter_digest(model: Any) -> dict[str, Any]:
-    """An exact fingerprint of a model's parameters, small enough to write per rank: a SHA-256 over every
-    parameter's float32 bytes in name order, plus each parameter's sum and L2 norm (to see how far apart).
-
-    >>> import torch
-    >>> layer = torch.nn.Linear(2, 1, bias=False)
-    >>> _ = torch.nn.init.ones_(layer.weight)
-    >>> digest = parameter_digest(layer)
-    >>> digest["count"], digest["parameters"]["weight"]["sum"], digest["sha256"] == parameter_digest(layer)["sha256"]
-    (2, 2.0, True)
-    """
-    import hashlib
-
-    import torch
-
-    sha = hashlib.sha256()
-    parameters: dict[str, dict[str, float]] = {}
-    count = 0
-    for name, parameter in sorted(model.named_parameters()):
-        tensor = parameter.detach().to("cpu", torch.float32).contiguous()
-        sha.update(name.encode() + tensor.numpy().tobytes())
-        parameters[name] = {"sum": float(tensor.double().sum()), "norm": float(tensor.double().norm())}
-        count += tensor.numel()
-    return {"sha256": sha.hexdigest(), "count": count, "parameters": parameters}
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
@@ -314,27 +277,6 @@ def reward_review_lines(record: Any) -> list[str]:
     if not review.startswith(NOT_REVIEWED):
         return []
     return [f"**{NOT_REVIEWED.capitalize()}.** {review}", ""]
-
-
-def dump_rank_state(trainer: Any) -> None:
-    """With GRPO_RLVR_DUMP_RANK_STATE=DIR, this rank's parameter digest and the batch values TRL built in it."""
-    dump = os.environ.get(DUMP_RANK_STATE_ENV)
-    if not dump:
-        return
-    Path(dump).mkdir(parents=True, exist_ok=True)
-    digest = parameter_digest(trainer.accelerator.unwrap_model(trainer.model))
-    accelerator, args = trainer.accelerator, trainer.args
-    where = {
-        "rank": rank(),
-        "world_size": accelerator.num_processes,
-        "distributed": accelerator.distributed_type,
-        "env_world_size": os.environ.get("WORLD_SIZE"),
-        "steps_per_generation": args.steps_per_generation,
-        "generation_batch_size": args.generation_batch_size,
-        "gradient_accumulation_steps": args.gradient_accumulation_steps,
-        "per_device_train_batch_size": args.per_device_train_batch_size,
-    }
-    (Path(dump) / f"rank-{rank()}.json").write_text(json.dumps({**where, **digest}, default=str))
 
 
 def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
