@@ -1,6 +1,7 @@
 """The runner's engines: the accelerate engine runs the emitted launch plan (accelerate launch --config_file, two CPU
 processes over gloo) with the project's worker on every rank; the on-policy invariant read from the GRPOConfig TRL
-built in each rank; kill, resume and cancel; the preflight of devices and CPU processes."""
+built in each rank; kill, resume and cancel; the preflight of devices and CPU processes; the merged model a PEFT run
+saves from its gathered adapter."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from test_runs import REWARDS, pass_inspection, recipe, wait
 from skill.data import addition_rows
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launch import on_cpu_processes
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT
+from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.recipe.trl_contract import build_grpo_config
 from skill.runs.checks import check_cpu_processes, compare_devices
 from skill.runs.engines import engine_for, free_port
@@ -239,3 +242,40 @@ def test_every_recipe_configuration_is_on_policy_in_its_launched_world(monkeypat
         steps, batch, accumulation = on_policy_in_a_world_of(kwargs, processes, monkeypatch)
         assert steps == accumulation, configuration.name  # one generation batch, one optimizer step
         assert batch == kwargs["per_device_train_batch_size"] * processes * steps, configuration.name
+
+
+@pytest.mark.slow
+def test_a_lora_run_saves_a_merged_model_that_loads_alone_and_matches_the_adapter(digit_model_dir, addition_data):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    pass_inspection(REWARDS)
+    lora = emit_grpo_config(
+        RecipeRequest(
+            model=ModelSpec(name=str(digit_model_dir)),
+            hardware=HardwareSpec(accelerator="cpu"),
+            method="lora",
+            rewards=REWARDS,
+            dataset=DatasetSpec(name=str(addition_data), columns=["answer"]),
+            overrides={
+                "per_device_train_batch_size": 8,
+                "gradient_accumulation_steps": 1,
+                "max_completion_length": 8,
+                "learning_rate": 1e-2,
+                "beta": 0.0,
+            },
+            max_steps=2,
+        )
+    )
+    status = wait(run_grpo(RunRequest(recipe=lora, run_id=f"lora-{uuid.uuid4().hex[:6]}")).run_id)
+    assert status.state == "succeeded", run_logs(status.run_id).lines[-20:]
+    directory = run_dir(status.run_id)
+    tokens = torch.tensor([[1, 42, 7, 99, 3]])
+    with torch.no_grad():
+        merged = AutoModelForCausalLM.from_pretrained(directory / "final-merged")(tokens).logits
+        adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(digit_model_dir), directory / "final")
+        expected = adapted(tokens).logits
+        base = AutoModelForCausalLM.from_pretrained(digit_model_dir)(tokens).logits
+    assert torch.allclose(merged, expected, atol=1e-4)  # the merged model is the trained adapter on its base
+    assert not torch.allclose(merged, base, atol=1e-6)  # and the adapter learned something

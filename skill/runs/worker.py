@@ -323,12 +323,25 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         return
     trainer.processing_class.save_pretrained(str(final))
     if recipe.peft is not None:
-        merged = trainer.model.merge_and_unload()
-        merged.save_pretrained(str(run_dir / "final-merged"))
+        save_merged(run_dir, recipe)
         trainer.processing_class.save_pretrained(str(run_dir / "final-merged"))
     metrics = [row for row in read_jsonl(run_dir / "metrics.jsonl") if "eval_loss" not in row]
     (final / "README.md").write_text(model_card(recipe, read_record(run_dir), metrics))
     plot_reward_curve(run_dir)
+
+
+def save_merged(run_dir: Path, recipe: GRPORecipe) -> None:
+    """final-merged/: the adapter as saved in final/ (gathered whatever the sharding: under ZeRO-3 or FSDP the
+    trainer's own model holds only this rank's shard) merged into a fresh copy of the base, in the precision the
+    base trained in (an NF4 base is merged unquantized): a model that loads alone."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if recipe.trl.get("bf16") else torch.float16 if recipe.trl.get("fp16") else torch.float32
+    base = AutoModelForCausalLM.from_pretrained(resolve_model_path(recipe.model.name), dtype=dtype)
+    merged = PeftModel.from_pretrained(base, str(run_dir / "final")).merge_and_unload()
+    merged.save_pretrained(str(run_dir / "final-merged"))
 
 
 def main(argv: list[str]) -> int:
