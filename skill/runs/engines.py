@@ -36,7 +36,7 @@ from skill.errors import SkillError
 from skill.recipe.launch import launch_files
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT
 from skill.recipe.node_script import SERVER_DIED_EXIT, VLLM_LOG
-from skill.recipe.plan_checks import uses_vllm_server
+from skill.recipe.plan_checks import uses_vllm_server, with_reentrant_checkpointing
 from skill.recipe.schema import GRPORecipe
 from skill.runs.store import FINAL_STATES, RunRecord, is_alive, process_start_ticks, read_record, tail, write_record
 
@@ -60,6 +60,10 @@ class ProcessEngine:
     """A launcher process in its own process group on this machine; subclasses say what it runs."""
 
     name: EngineName = "local"
+
+    def planned(self, recipe: GRPORecipe) -> GRPORecipe:
+        """The recipe as its trainers will run it (what recipe.json holds)."""
+        return recipe
 
     def files(self, recipe: GRPORecipe) -> dict[str, str]:
         """Files written into the run directory before the first start."""
@@ -156,6 +160,11 @@ class AccelerateEngine(ProcessEngine):
     """The run directory's launch_node.sh with the worker as the trainer of every rank."""
 
     name: EngineName = "accelerate"
+
+    def planned(self, recipe: GRPORecipe) -> GRPORecipe:
+        """With what the plan's sharding demands of it (reentrant checkpointing for PEFT under ZeRO-3), as the
+        rendered script of the same plan has it."""
+        return with_reentrant_checkpointing(recipe, launch_files(recipe).sharding)
 
     def files(self, recipe: GRPORecipe) -> dict[str, str]:
         plan = launch_files(recipe)

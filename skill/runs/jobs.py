@@ -196,6 +196,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     notes += checks.check_cpu_processes(recipe, request.processes, request.force)
     recipe = on_cpu_processes(recipe, request.processes)  # the request's choice among valid plans
     engine = engine_for(recipe)
+    recipe = engine.planned(recipe)
     notes += checks.check_memory(recipe, request.force)
     notes += checks.check_devices(recipe, request.force)
     notes.append(f"Engine: {engine.name} ({recipe.launch.training_processes} training process(es)).")
