@@ -175,7 +175,8 @@ def test_the_engine_follows_the_launch_plan(tiny_model_dir, addition_data):
     from test_launch import gpu_recipe
 
     eight = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8)
-    assert engine_for(eight).name == "accelerate" and engine_for(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 1))
+    assert engine_for(eight).name == "accelerate"
+    assert engine_for(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 1)).name == "local"
     with pytest.raises(SkillError, match="is for CPU recipes"):
         on_cpu_processes(eight, 2)
     with pytest.raises(SkillError, match="spans 2 nodes") as refused:

@@ -34,6 +34,7 @@ from skill.recipe.launch_commands import (
     SCRIPT_FILE,
     SLURM_SCRIPT,
     launch_commands,
+    uses_vllm_server,
 )
 from skill.recipe.node_script import node_script, slurm_script
 from skill.recipe.plan_checks import (
@@ -41,7 +42,6 @@ from skill.recipe.plan_checks import (
     refuse_unlaunchable,
     refuse_whole_model_gather,
     sharded_request,
-    uses_vllm_server,
     with_reentrant_checkpointing,
 )
 from skill.recipe.schema import GRPORecipe

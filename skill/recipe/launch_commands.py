@@ -31,6 +31,11 @@ MAIN_PROCESS_PORT = 29500
 VLLM_PORT = 8000
 
 
+def uses_vllm_server(recipe: GRPORecipe) -> bool:
+    """True when the recipe generates with a separate ``trl vllm-serve`` process."""
+    return bool(recipe.trl.get("use_vllm")) and recipe.trl.get("vllm_mode") == "server"
+
+
 def model_argument(recipe: GRPORecipe) -> str:
     """The model as a shell word; the embedded model resolves on the node the same way a run does."""
     name = recipe.model.name
@@ -89,7 +94,7 @@ def launch_commands(recipe: GRPORecipe) -> dict[str, str]:
         return {"train": f"python {SCRIPT_TRAINER}"}
     nodes = node_layouts(recipe.hardware, recipe.launch)
     commands: dict[str, str] = {}
-    server = bool(recipe.trl.get("use_vllm")) and recipe.trl.get("vllm_mode") == "server" and nodes[0].vllm_gpus
+    server = uses_vllm_server(recipe) and nodes[0].vllm_gpus
     if server:
         commands["vllm (node 0)"] = f"CUDA_VISIBLE_DEVICES={gpu_list(nodes[0].vllm_gpus)} {vllm_command(recipe)}"
     count = len(nodes)

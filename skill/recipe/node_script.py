@@ -23,9 +23,10 @@ from skill.recipe.launch_commands import (
     SCRIPT_FILE,
     SCRIPT_TRAINER,
     VLLM_PORT,
+    uses_vllm_server,
     vllm_command,
 )
-from skill.recipe.plan_checks import Sharding, uses_vllm_server
+from skill.recipe.plan_checks import Sharding
 
 if TYPE_CHECKING:
     from skill.recipe.schema import GRPORecipe

@@ -9,7 +9,7 @@ files are written.
   trainer GPU at each weight sync into vLLM (``memory.gather``), in server and colocate mode alike, so a
   70B model on 80 GB cards stops at the first sync although its sharded training step fits.
 
-May import: ``recipe.schema``, ``memory``, ``hardware``, ``errors``.
+May import: ``recipe.schema``, ``recipe.launch_commands``, ``memory``, ``hardware``, ``errors``.
 """
 
 from __future__ import annotations
@@ -21,15 +21,11 @@ from skill.hardware.specs import KNOWN_GPUS, HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.gather import gathers_whole_model
 from skill.memory.schema import ALLOCATOR_SLACK, DTYPE_BYTES, GIB, MemoryEstimate
+from skill.recipe.launch_commands import uses_vllm_server
 from skill.recipe.schema import GRPORecipe, RecipeReason
 
 Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
 MEMORY_SHARDING = {"ddp": "none", "zero2": "zero2", "zero3": "zero3", "fsdp2": "fsdp"}
-
-
-def uses_vllm_server(recipe: GRPORecipe) -> bool:
-    """True when the recipe generates with a separate ``trl vllm-serve`` process."""
-    return bool(recipe.trl.get("use_vllm")) and recipe.trl.get("vllm_mode") == "server"
 
 
 def sharded_request(recipe: GRPORecipe, sharding: Sharding) -> Any:

@@ -34,9 +34,9 @@ from typing import Literal
 
 from skill.errors import SkillError
 from skill.recipe.launch import launch_files
-from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT
+from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, uses_vllm_server
 from skill.recipe.node_script import SERVER_DIED_EXIT, VLLM_LOG
-from skill.recipe.plan_checks import uses_vllm_server, with_reentrant_checkpointing
+from skill.recipe.plan_checks import with_reentrant_checkpointing
 from skill.recipe.schema import GRPORecipe
 from skill.runs.store import FINAL_STATES, RunRecord, is_alive, process_start_ticks, read_record, tail, write_record
 
