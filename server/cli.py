@@ -136,6 +136,13 @@ def _add_run_commands(commands: Any) -> None:
     run.add_argument("--resume", metavar="RUN_ID", help="continue this run from its last checkpoint")
     run.add_argument("--force", action="store_true", help="override the memory and route checks")
     run.add_argument("--processes", type=int, default=1, help="CPU recipes: processes (accelerate, gloo)")
+    run.add_argument("--nodes", type=int, default=1, help="CPU recipes with --slurm: spread the processes over N nodes")
+    run.add_argument(
+        "--slurm",
+        metavar="JSON",
+        help='submit to Slurm with these settings: a JSON object or file, e.g. \'{"partition": "gpu", "time_limit": '
+        '"04:00:00", "setup": ["source .venv/bin/activate"]}\' ({} for the cluster\'s defaults)',
+    )
     run.add_argument("--force-reason")
     run.set_defaults(handler=command_run)
     status = commands.add_parser("status", help="a run's state, metrics and health (run_status)")

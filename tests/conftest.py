@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
+from skill.data import addition_rows
 from skill.state import STATE_ROOT_ENV
 
 TARGET_TESTS_ENV = "GRPO_RLVR_TARGET_TESTS"
@@ -37,3 +39,31 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from skill.models.sources import save_tiny_random_model
 
     return save_tiny_random_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def digit_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny random model, nudged to write digits and spaces: about 60% of its completions are a bare
+    number, so the format reward differs within a group and GRPO has a gradient (a model that never
+    earns a reward never moves, and its ranks agree for free)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    favoured = [tokenizer.convert_tokens_to_ids(token) for token in [*"0123456789", "Ġ"]]
+    with torch.no_grad():
+        embedding = model.get_input_embeddings().weight  # tied to the output head
+        embedding[:, 0] += 1.0
+        embedding[favoured, 0] += 3.0
+    directory = tmp_path_factory.mktemp("digit-model")
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def addition_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("engine-data") / "addition.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(64)))
+    return path

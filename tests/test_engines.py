@@ -16,48 +16,21 @@ import pytest
 import yaml
 from test_runs import REWARDS, pass_inspection, recipe, wait
 
-from skill.data import addition_rows
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launch import on_cpu_processes
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT
 from skill.recipe.schema import DatasetSpec, ModelSpec
+from skill.recipe.slurm_script import SlurmSettings
 from skill.recipe.trl_contract import build_grpo_config
 from skill.runs.checks import check_cpu_processes, compare_devices
-from skill.runs.engines import engine_for, free_port
+from skill.runs.engine_choice import engine_for
+from skill.runs.engines import free_port
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
 from skill.runs.rank_state import DUMP_RANK_STATE_ENV, parameter_digest
 from skill.runs.store import is_alive, read_jsonl, read_record, run_dir
 from skill.runs.worker import launched_world_size
-
-
-@pytest.fixture(scope="module")
-def digit_model_dir(tiny_model_dir, tmp_path_factory):
-    """The tiny random model, nudged to write digits and spaces: about 60% of its completions are a bare
-    number, so the format reward differs within a group and GRPO has a gradient (a model that never
-    earns a reward never moves, and its ranks agree for free)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    favoured = [tokenizer.convert_tokens_to_ids(token) for token in [*"0123456789", "Ġ"]]
-    with torch.no_grad():
-        embedding = model.get_input_embeddings().weight  # tied to the output head
-        embedding[:, 0] += 1.0
-        embedding[favoured, 0] += 3.0
-    directory = tmp_path_factory.mktemp("digit-model")
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
-
-
-@pytest.fixture(scope="module")
-def addition_data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("engine-data") / "addition.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(64)))
-    return path
 
 
 def run_processes(directory: Path) -> dict[int, list[bytes]]:
@@ -177,24 +150,32 @@ def test_the_engine_follows_the_launch_plan(tiny_model_dir, addition_data):
     eight = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8)
     assert engine_for(eight).name == "accelerate"
     assert engine_for(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 1)).name == "local"
-    with pytest.raises(SkillError, match="is for CPU recipes"):
+    with pytest.raises(SkillError, match="are for CPU recipes"):
         on_cpu_processes(eight, 2)
+    two_nodes = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2)
     with pytest.raises(SkillError, match="spans 2 nodes") as refused:
-        engine_for(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2))
-    assert "sbatch slurm.sbatch" in refused.value.fix
+        engine_for(two_nodes)
+    assert "Send slurm settings" in refused.value.fix
+    assert engine_for(two_nodes, SlurmSettings()).name == "slurm" == engine_for(eight, SlurmSettings()).name
+    assert not engine_for(two_nodes, SlurmSettings()).runs_here and engine_for(eight).runs_here
+    with pytest.raises(SkillError, match="do not split equally over 2 nodes"):
+        on_cpu_processes(cpu, 3, nodes=2)
     assert len({free_port() for _ in range(5)}) > 1
 
 
 def test_cpu_processes_are_refused_when_they_cannot_work(tiny_model_dir, addition_data, monkeypatch):
     cpu = recipe(tiny_model_dir, addition_data)
-    assert check_cpu_processes(cpu, 1, force=False) == []
-    assert "2 CPU processes (accelerate launch, gloo)" in check_cpu_processes(cpu, 2, force=False)[0]
+    two = on_cpu_processes(cpu, 2)
+    assert check_cpu_processes(cpu, force=False) == []
+    assert "2 CPU processes (accelerate launch, gloo)" in check_cpu_processes(two, force=False)[0]
     uneven = recipe(tiny_model_dir, addition_data, generation_batch_size=24)  # 3 groups of 8 with one process
-    with pytest.raises(SkillError, match=r"not divisible by the global batch 8 x 2 training processes = 16"):
-        check_cpu_processes(uneven, 2, force=False)
+    for where in (True, False):  # on this machine, or on a cluster's nodes
+        with pytest.raises(SkillError, match=r"not divisible by the global batch 8 x 2 training processes = 16"):
+            check_cpu_processes(on_cpu_processes(uneven, 2, nodes=2), force=False, on_this_machine=where)
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
     with pytest.raises(SkillError, match="exceeds this machine's 1 CPU cores"):
-        check_cpu_processes(cpu, 2, force=False)
+        check_cpu_processes(two, force=False)
+    assert check_cpu_processes(on_cpu_processes(cpu, 2, nodes=2), force=False, on_this_machine=False) == []
     with pytest.raises(ValueError, match="greater than or equal to 1"):
         RunRequest(recipe=cpu, processes=0)
 

@@ -347,7 +347,8 @@ def test_write_launch_files(tmp_path):
 
 SRUN = """#!{python}
 import os, subprocess, sys
-command = [word for word in sys.argv[1:] if not word.startswith("--")]
+words = sys.argv[1:]
+command = words[next(i for i, word in enumerate(words) if not word.startswith("--")) :]  # after srun's options
 env = lambda rank: {{**os.environ, "SLURM_NODEID": str(rank)}}
 tasks = [subprocess.Popen(command, env=env(rank)) for rank in range(int(os.environ["SLURM_JOB_NUM_NODES"]))]
 sys.exit(max(task.wait() for task in tasks))
@@ -355,7 +356,7 @@ sys.exit(max(task.wait() for task in tasks))
 RECORDER = """#!{python}
 import http.server, json, os, sys, time
 with open(os.environ["SHIM_LOG"], "a") as log:
-    log.write(json.dumps({{"tool": {tool!r}, "argv": sys.argv[1:], "node": os.environ.get("NODE_RANK"),
+    log.write(json.dumps({{"tool": {tool!r}, "argv": sys.argv[1:], "node": os.environ.get("SLURM_NODEID"),
                           "devices": os.environ.get("CUDA_VISIBLE_DEVICES")}}) + "\\n")
 if {tool!r} == "trl":  # answer /health like the vLLM server, until launch_node.sh stops it
     class Health(http.server.BaseHTTPRequestHandler):
@@ -383,7 +384,9 @@ def test_slurm_script_starts_each_node_with_its_rank_and_gpus(tmp_path):
     shims.mkdir()
     scripts = {
         "srun": SRUN.format(python=sys.executable),
-        "scontrol": "#!/bin/sh\necho 127.0.0.1\necho node-b\n",
+        # `scontrol show hostnames` lists the nodes; `scontrol show node N` gives its address.
+        "scontrol": '#!/bin/sh\nif [ "$2" = node ]; then echo "NodeName=$3 Arch=x86_64 NodeAddr=127.0.0.1 Port=0"; '
+        "else echo node-a; echo node-b; fi\n",
         "trl": RECORDER.format(python=sys.executable, tool="trl"),
         "accelerate": RECORDER.format(python=sys.executable, tool="accelerate"),
     }
@@ -403,9 +406,15 @@ def test_slurm_script_starts_each_node_with_its_rank_and_gpus(tmp_path):
         "SHIM_LOG": str(log),
         "SLURM_JOB_NODELIST": "node-[a-b]",
         "SLURM_JOB_NUM_NODES": "2",
-        "SLURM_SUBMIT_DIR": str(tmp_path / "plan"),
     }
-    subprocess.run(["bash", str(tmp_path / "plan" / SLURM_SCRIPT), "out"], env=env, check=True, timeout=60)
+    trainer = [SCRIPT_FILE, "--output-dir", "out"]
+    subprocess.run(
+        ["bash", str(tmp_path / "plan" / SLURM_SCRIPT), *trainer],
+        env=env,
+        check=True,
+        timeout=60,
+        cwd=tmp_path / "plan",
+    )
 
     calls = read_jsonl(log)
     (server,) = [call for call in calls if call["tool"] == "trl"]

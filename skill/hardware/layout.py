@@ -70,6 +70,11 @@ def layout_processes(hardware: HardwareSpec, model_gib_bf16: float, vllm_server:
     >>> layout_processes(HardwareSpec(accelerator="cpu"), 0.3).launcher
     'python'
     """
+    if hardware.accelerator == "cpu" and hardware.nodes > 1:
+        raise SkillError(
+            f"A CPU recipe is laid out for one node (nodes={hardware.nodes} was sent).",
+            "Send nodes=1; run_grpo spreads a CPU recipe's processes over cluster nodes (processes, nodes, slurm).",
+        )
     if hardware.accelerator == "cpu" or hardware.total_gpus == 1:
         return LaunchPlan(training_processes=1, launcher="python")
     if not vllm_server:
@@ -103,32 +108,41 @@ def layout_processes(hardware: HardwareSpec, model_gib_bf16: float, vllm_server:
     )
 
 
-def cpu_processes_plan(processes: int) -> LaunchPlan:
-    """N trainer processes on this machine's CPU, each with a whole model copy: one ``python`` process, or
-    ``accelerate launch`` with N processes over gloo.
+def cpu_processes_plan(processes: int, nodes: int = 1) -> LaunchPlan:
+    """N trainer processes on CPUs, each with a whole model copy: one ``python`` process, or ``accelerate launch``
+    over gloo with N processes spread equally over ``nodes`` machines (a cluster's; run_grpo's Slurm engine).
 
-    >>> cpu_processes_plan(2).launcher, cpu_processes_plan(1).launcher
-    ('accelerate', 'python')
+    >>> cpu_processes_plan(2).launcher, cpu_processes_plan(1).launcher, cpu_processes_plan(2, nodes=2).launcher
+    ('accelerate', 'python', 'accelerate')
     """
+    if processes % nodes:
+        raise SkillError(
+            f"{processes} CPU process(es) do not split equally over {nodes} nodes.",
+            f"Send processes as a multiple of nodes (e.g. processes={nodes}).",
+        )
     if processes == 1:
         return LaunchPlan(training_processes=1, launcher="python")
+    where = f" on {nodes} nodes ({processes // nodes} each)" if nodes > 1 else ""
     return LaunchPlan(
         training_processes=processes,
         launcher="accelerate",
-        notes=[f"`accelerate launch` with {processes} CPU training processes (gloo), each holding a model copy."],
+        notes=[
+            f"`accelerate launch` with {processes} CPU training processes{where} (gloo), each holding a model copy."
+        ],
     )
 
 
 def node_layouts(hardware: HardwareSpec, plan: LaunchPlan) -> list[NodeLayout]:
-    """vLLM on GPUs 0..K-1 of node 0, trainers on the rest; refuses a plan its hardware cannot hold. A CPU target is
-    one node whose trainers hold no GPU.
+    """vLLM on GPUs 0..K-1 of node 0, trainers on the rest; refuses a plan its hardware cannot hold. On a CPU target
+    the trainers hold no GPU, the same number on each node.
 
     >>> hardware = HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2)
     >>> [node.trainer_processes for node in node_layouts(hardware, layout_processes(hardware, 3.0))]
     [7, 8]
     """
-    if hardware.accelerator == "cpu":
-        return [NodeLayout(node_rank=0, trainer_gpus=[], trainer_processes=plan.training_processes)]
+    if hardware.accelerator == "cpu":  # cpu_processes_plan split the processes equally
+        each = plan.training_processes // hardware.nodes
+        return [NodeLayout(node_rank=rank, trainer_gpus=[], trainer_processes=each) for rank in range(hardware.nodes)]
     per_node, servers = hardware.gpus_per_node, plan.vllm_server_gpus
     if servers > per_node:
         raise SkillError(

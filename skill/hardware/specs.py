@@ -233,10 +233,6 @@ class HardwareSpec(BaseModel):
         if self.nodes < 1:
             raise SkillError(f"nodes={self.nodes} is impossible.", "Send nodes >= 1.")
         if self.accelerator == "cpu":
-            if self.nodes != 1:
-                raise SkillError(
-                    "Multi-node CPU training is not supported.", "Send nodes=1 for a CPU target, or GPU hardware."
-                )
             if self.memory_gib_per_gpu is None:
                 self.memory_gib_per_gpu = machine_ram_gib()  # this machine's RAM: a CPU target runs here
             if self.memory_gib_per_gpu is not None and self.memory_gib_per_gpu < SMALLEST_PLAUSIBLE_GIB:

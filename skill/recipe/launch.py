@@ -36,7 +36,7 @@ from skill.recipe.launch_commands import (
     launch_commands,
     uses_vllm_server,
 )
-from skill.recipe.node_script import node_script, slurm_script
+from skill.recipe.node_script import node_script
 from skill.recipe.plan_checks import (
     Sharding,
     refuse_unlaunchable,
@@ -46,6 +46,7 @@ from skill.recipe.plan_checks import (
 )
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.script import INSTALL_HINTS, needed_packages
+from skill.recipe.slurm_script import slurm_script
 
 
 class LaunchFiles(BaseModel):
@@ -162,9 +163,9 @@ def accelerate_config(recipe: GRPORecipe, sharding: Sharding) -> str:
     return header + text
 
 
-def on_cpu_processes(recipe: GRPORecipe, processes: int) -> GRPORecipe:
-    """The recipe laid out for N processes on this machine's CPU (one of the plans a CPU recipe can run); a GPU
-    recipe's processes are its own plan's, so N must be 1 for it.
+def on_cpu_processes(recipe: GRPORecipe, processes: int, nodes: int = 1) -> GRPORecipe:
+    """The recipe laid out for N processes on CPUs, spread equally over ``nodes`` machines (one of the plans a CPU
+    recipe can run); a GPU recipe's processes and nodes are its own plan's, so both must be 1 for it.
 
     >>> from skill.hardware.specs import HardwareSpec
     >>> from skill.hardware.layout import LaunchPlan
@@ -172,16 +173,19 @@ def on_cpu_processes(recipe: GRPORecipe, processes: int) -> GRPORecipe:
     ...     trl={}, model=None)
     >>> on_cpu_processes(cpu, 2).launch.training_processes, on_cpu_processes(cpu, 1) is cpu
     (2, True)
+    >>> on_cpu_processes(cpu, 2, nodes=2).hardware.nodes
+    2
     """
-    if processes == recipe.launch.training_processes:
+    if processes == recipe.launch.training_processes and nodes == recipe.hardware.nodes:
         return recipe
     if recipe.hardware.accelerator != "cpu":
         raise SkillError(
-            f"processes={processes} is for CPU recipes; this GPU recipe's launch plan runs "
-            f"{recipe.launch.training_processes} training process(es).",
-            "Send processes=1 (the plan decides), or emit the recipe for the hardware you want.",
+            f"processes={processes}, nodes={nodes} are for CPU recipes; this GPU recipe's launch plan runs "
+            f"{recipe.launch.training_processes} training process(es) on {recipe.hardware.nodes} node(s).",
+            "Send processes=1 and nodes=1 (the plan decides), or emit the recipe for the hardware you want.",
         )
-    laid_out = recipe.model_copy(update={"launch": cpu_processes_plan(processes)})
+    hardware = recipe.hardware.model_copy(update={"nodes": nodes})
+    laid_out = recipe.model_copy(update={"launch": cpu_processes_plan(processes, nodes), "hardware": hardware})
     laid_out.launch.commands = launch_commands(laid_out)
     return laid_out
 

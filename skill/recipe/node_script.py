@@ -1,4 +1,4 @@
-"""The shell a launch plan runs: ``launch_node.sh`` on every node and ``slurm.sbatch`` for a cluster.
+"""The shell a launch plan runs on every node: ``launch_node.sh`` (``slurm.sbatch`` starts one per node).
 
 ``launch_node.sh [TRAINER ...]`` checks the packages the plan needs, starts the vLLM server on node 0 when the plan
 has one (its output in ``vllm_server.log``), waits for its ``/health`` on every node, then runs ``accelerate
@@ -19,8 +19,6 @@ from skill.hardware.layout import NodeLayout, gpu_list
 from skill.recipe.launch_commands import (
     CONFIG_FILE,
     MAIN_PROCESS_PORT,
-    NODE_SCRIPT,
-    SCRIPT_FILE,
     SCRIPT_TRAINER,
     VLLM_PORT,
     uses_vllm_server,
@@ -126,6 +124,9 @@ def _header(recipe: GRPORecipe, sharding: Sharding, server: str) -> list[str]:
         "# MAIN_PROCESS_PORT and VLLM_PORT may be set to free ports (run_grpo picks them per run).",
         "set -euo pipefail",
         'cd "$(dirname "$0")"',
+        "# Slurm's checkpoint request (sbatch --signal=USR1) is for the trainers (the worker saves one): this shell,",
+        "# accelerate's launcher and the vLLM server inherit 'ignore' and live on; the worker catches it.",
+        "trap '' USR1",
         "NODE_RANK=${NODE_RANK:-${SLURM_NODEID:-0}}",
         "MAIN_PROCESS_IP=${MAIN_PROCESS_IP:-127.0.0.1}",
         f"MAIN_PROCESS_PORT=${{MAIN_PROCESS_PORT:-{MAIN_PROCESS_PORT}}}",
@@ -154,29 +155,3 @@ def node_script(recipe: GRPORecipe, nodes: list[NodeLayout], sharding: Sharding,
         "",
     ]
     return "\n".join(lines)
-
-
-def slurm_script(recipe: GRPORecipe) -> str:
-    hardware = recipe.hardware
-    return "\n".join(
-        [
-            "#!/bin/bash",
-            "#SBATCH --job-name=grpo-rlvr",
-            f"#SBATCH --nodes={hardware.nodes}",
-            "#SBATCH --ntasks-per-node=1",
-            f"#SBATCH --gpus-per-node={hardware.gpus_per_node}",
-            "#SBATCH --exclusive",
-            "#SBATCH --output=%x-%j.out",
-            "# Submit from the directory holding these files: sbatch slurm.sbatch [OUTPUT_DIR]",
-            "set -euo pipefail",
-            'cd "${SLURM_SUBMIT_DIR:-.}"',
-            "# The allocation's first node is machine rank 0: the main process (and the vLLM server) live there.",
-            # sed reads every line: `head -n 1` would close the pipe early and, with pipefail, fail the job.
-            'MAIN_PROCESS_IP=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
-            "export MAIN_PROCESS_IP",
-            "# One task per node; each takes its machine rank from SLURM_NODEID.",
-            f'srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 bash -c \'NODE_RANK=$SLURM_NODEID bash '
-            f'{NODE_SCRIPT} {SCRIPT_FILE} --output-dir "$0"\' "${{1:-grpo-output}}"',
-            "",
-        ]
-    )

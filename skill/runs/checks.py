@@ -86,16 +86,18 @@ def split_held_out(
     return shuffled[count:], shuffled[:count]
 
 
-def check_target(recipe: GRPORecipe) -> list[str]:
-    """This machine must be the recipe's target: a GPU recipe needs CUDA here, vLLM needs vLLM installed."""
+def check_target(recipe: GRPORecipe, on_this_machine: bool = True) -> list[str]:
+    """The recipe must run where it is sent: a GPU recipe needs CUDA here (on a cluster, the scheduler grants the
+    nodes' GPUs), vLLM needs vLLM installed, and a CPU recipe cannot sync weights into a vLLM server."""
     notes = []
-    if recipe.hardware.accelerator == "gpu":
+    if recipe.hardware.accelerator == "gpu" and on_this_machine:
         import torch
 
         if not torch.cuda.is_available():
             raise SkillError(
                 "This recipe targets GPUs and this machine has none.",
-                "Run it on its target (grpo-rlvr config --output script, or the launch plan), or emit a CPU recipe.",
+                "Run it on its target (grpo-rlvr config --output script, or the launch plan), send slurm settings "
+                "to submit it to a cluster, or emit a CPU recipe.",
             )
     if recipe.trl.get("use_vllm") and importlib.util.find_spec("vllm") is None:
         raise SkillError(
@@ -112,11 +114,16 @@ def check_target(recipe: GRPORecipe) -> list[str]:
     return notes
 
 
-def check_cpu_processes(recipe: GRPORecipe, processes: int, force: bool) -> list[str]:
-    """Refuse N local CPU processes that cannot work: a core per process, whole GRPO groups in each generation
-    batch, and RAM for one model copy per process."""
+def check_cpu_processes(recipe: GRPORecipe, force: bool, on_this_machine: bool = True) -> list[str]:
+    """Refuse a CPU plan of several processes that cannot work: whole GRPO groups in each generation batch and, on
+    this machine, a core per process and RAM for one model copy per process (a cluster's nodes: sbatch asks Slurm
+    for a core per process)."""
+    processes = recipe.launch.training_processes
     if processes == 1 or recipe.hardware.accelerator != "cpu":
         return []  # a GPU recipe sent with processes > 1 is refused by the layout (on_cpu_processes)
+    if not on_this_machine:
+        check_group_arithmetic(recipe.trl, processes)
+        return []
     cores = os.cpu_count() or 1
     if processes > cores:
         raise SkillError(

@@ -16,8 +16,8 @@ Both start one launcher in a process group of its own: cancelling signals the wh
 torchrun starts each rank in a session of its own, out of that group's reach; each rank dies with its launcher
 (PR_SET_PDEATHSIG, ``skill.runs.worker``) and torchrun stops them on SIGTERM.
 
-Which engine runs a recipe follows from its launch plan alone (``engine_for``).
-May import: ``recipe``, ``runs.store``, ``errors``.
+Which engine runs a recipe follows from its launch plan and the request (``runs.engine_choice``); the
+``slurm`` engine (``runs.slurm``) is this one under sbatch. May import: ``recipe``, ``runs.store``, ``errors``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from skill.errors import SkillError
 from skill.recipe.launch import launch_files
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, uses_vllm_server
 from skill.recipe.node_script import SERVER_DIED_EXIT, VLLM_LOG
@@ -40,7 +39,7 @@ from skill.recipe.plan_checks import with_reentrant_checkpointing
 from skill.recipe.schema import GRPORecipe
 from skill.runs.store import FINAL_STATES, RunRecord, is_alive, process_start_ticks, read_record, tail, write_record
 
-EngineName = Literal["local", "accelerate"]
+EngineName = Literal["local", "accelerate", "slurm"]
 CANCEL_GRACE_S = 10.0
 _CHILDREN: dict[str, subprocess.Popen] = {}  # the launchers this process started, reaped for their exit status
 
@@ -60,6 +59,11 @@ class ProcessEngine:
     """A launcher process in its own process group on this machine; subclasses say what it runs."""
 
     name: EngineName = "local"
+    runs_here = True  # the trainers run on this machine: its devices are checked before the start
+
+    def preflight(self, recipe: GRPORecipe) -> list[str]:
+        """What the engine checks before the run directory is written (notes for run.json)."""
+        return []
 
     def planned(self, recipe: GRPORecipe) -> GRPORecipe:
         """The recipe as its trainers will run it (what recipe.json holds)."""
@@ -192,18 +196,3 @@ class AccelerateEngine(ProcessEngine):
         )
         write_record(directory, record)
         return record
-
-
-ENGINES: dict[str, ProcessEngine] = {"local": ProcessEngine(), "accelerate": AccelerateEngine()}
-
-
-def engine_for(recipe: GRPORecipe) -> ProcessEngine:
-    """The engine the recipe's launch plan calls for: one process runs locally, several under accelerate."""
-    if recipe.hardware.nodes > 1:
-        raise SkillError(
-            f"The recipe's plan spans {recipe.hardware.nodes} nodes; run_grpo drives one node (local or accelerate) "
-            "and has no cluster engine yet.",
-            "Launch it on the cluster with its files (grpo-rlvr config --output launch DIR: sbatch slurm.sbatch, or "
-            "bash launch_node.sh on every node), or emit the recipe for one node.",
-        )
-    return ENGINES["local" if recipe.launch.launcher == "python" else "accelerate"]

@@ -17,9 +17,10 @@ from skill.errors import SkillError
 from skill.inspection.gate import open_gate
 from skill.recipe.launch import on_cpu_processes, write_files
 from skill.recipe.schema import GRPORecipe
+from skill.recipe.slurm_script import SlurmSettings
 from skill.recipe.validation import validate_recipe
 from skill.runs import checks
-from skill.runs.engines import ENGINES, engine_for
+from skill.runs.engine_choice import ENGINES, engine_for
 from skill.runs.health import diagnose, headline, shape_of
 from skill.runs.store import (
     FINAL_STATES,
@@ -55,9 +56,19 @@ class RunRequest(BaseModel):
     processes: int = Field(
         default=1,
         ge=1,
-        description="CPU recipes only: N > 1 trains with N processes on this machine (accelerate launch, gloo), "
-        "each holding a model copy; per_device_train_batch_size x N x steps_per_generation must be a multiple of "
-        "num_generations. A GPU recipe's processes are its launch plan's. A resumed run keeps its count.",
+        description="CPU recipes only: N > 1 trains with N processes (accelerate launch, gloo), each holding a model "
+        "copy; per_device_train_batch_size x N x steps_per_generation must be a multiple of num_generations. A GPU "
+        "recipe's processes are its launch plan's. A resumed run keeps its count.",
+    )
+    nodes: int = Field(
+        default=1,
+        ge=1,
+        description="CPU recipes with slurm: spread the processes over this many nodes (a GPU recipe's: its own).",
+    )
+    slurm: SlurmSettings | None = Field(
+        default=None,
+        description="Submit as a Slurm job from this machine (the nodes must share its filesystem); needed for "
+        "several nodes. {}: the cluster's defaults.",
     )
 
 
@@ -66,9 +77,13 @@ class RunStatus(BaseModel):
 
     run_id: str
     state: RunState
-    engine: str = Field(default="local", description="What runs the trainers: local | accelerate.")
+    engine: str = Field(default="local", description="What runs the trainers: local | accelerate | slurm.")
     engine_ids: dict[str, int] = Field(
-        default_factory=dict, description="The engine's handles: the launcher's pid and the ports it was given."
+        default_factory=dict,
+        description="The engine's handles: the launcher's pid and the ports it was given, or the Slurm job_id.",
+    )
+    scheduler_state: str | None = Field(
+        default=None, description="Slurm's JobState (PENDING, RUNNING, TIMEOUT, ...); reason says why it waits."
     )
     step: int = 0
     max_steps: int | None = None
@@ -147,7 +162,12 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         run_id=record.run_id,
         state=record.state,
         engine=record.engine,
-        engine_ids={**({"pid": record.pid} if record.pid else {}), **{f"{k}_port": v for k, v in record.ports.items()}},
+        engine_ids={
+            **({"pid": record.pid} if record.pid else {}),
+            **({"job_id": record.job_id} if record.job_id else {}),
+            **{f"{k}_port": v for k, v in record.ports.items()},
+        },
+        scheduler_state=record.scheduler_state,
         step=step,
         max_steps=planned,
         eta_seconds=eta,
@@ -171,7 +191,7 @@ def _live_runs() -> list[str]:
         if not (directory / "run.json").is_file():
             continue
         record = _refresh(directory)
-        if record.state == "starting" and record.pid is None:
+        if record.state == "starting" and record.pid is None and record.job_id is None:
             # Under the start lock nobody is between preparing and spawning: a server died there.
             record.state, record.ended_at = "failed", time.time()
             record.reason = "the server stopped before it started the training process; start the run again"
@@ -191,15 +211,20 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
             "force needs a recorded reason.", "Send force_reason explaining why the checks are overridden."
         )
     notes = [f"Gate: {gate.stamp}."]
-    notes += checks.check_target(recipe)
+    recipe = on_cpu_processes(recipe, request.processes, request.nodes)  # the request's choice among valid plans
+    engine = engine_for(recipe, request.slurm)
+    notes += checks.check_target(recipe, on_this_machine=engine.runs_here)
     notes += checks.check_route(recipe, request.force)
-    notes += checks.check_cpu_processes(recipe, request.processes, request.force)
-    recipe = on_cpu_processes(recipe, request.processes)  # the request's choice among valid plans
-    engine = engine_for(recipe)
+    notes += checks.check_cpu_processes(recipe, request.force, on_this_machine=engine.runs_here)
     recipe = engine.planned(recipe)
     notes += checks.check_memory(recipe, request.force)
-    notes += checks.check_devices(recipe, request.force)
-    notes.append(f"Engine: {engine.name} ({recipe.launch.training_processes} training process(es)).")
+    if engine.runs_here:  # a cluster's nodes are the scheduler's to grant
+        notes += checks.check_devices(recipe, request.force)
+    notes += engine.preflight(recipe)
+    notes.append(
+        f"Engine: {engine.name} ({recipe.launch.training_processes} training process(es) on "
+        f"{recipe.hardware.nodes} node(s))."
+    )
     rows = checks.load_rows(recipe)
     checks.check_columns(recipe, rows)
     rows, dropped = checks.filter_long_prompts(recipe, rows)
@@ -252,7 +277,8 @@ def run_grpo(request: RunRequest) -> RunStatus:
     the route decision, the memory estimate, the target machine, the data's columns and
     prompt lengths. A cap on concurrent runs (GRPO_RLVR_MAX_RUNS, default 1) refuses with the running ones.
     The engine follows from the launch plan (skill.runs.engines): one process locally, several under
-    ``accelerate launch`` (with the plan's vLLM server); ``processes`` > 1 lays a CPU recipe out for that many.
+    ``accelerate launch`` (with the plan's vLLM server), or a Slurm batch job when ``slurm`` is sent (needed for
+    several nodes); ``processes`` > 1 (and ``nodes``) lays a CPU recipe out for that many.
     """
     limit = max_runs()
     with start_lock():  # the cap is checked and taken in one step, across threads and server processes
@@ -290,19 +316,27 @@ def _start(request: RunRequest) -> RunStatus:
         record = _refresh(directory)
         if record.state in ("starting", "running"):
             raise SkillError(f"Run {record.run_id} is still running.", "Cancel it first, or wait.")
-        processes = GRPORecipe.model_validate_json((directory / "recipe.json").read_text()).launch.training_processes
-        if request.processes not in (1, processes):
+        recorded = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
+        processes, nodes = recorded.launch.training_processes, recorded.hardware.nodes
+        if request.processes not in (1, processes) or request.nodes not in (1, nodes):
             raise SkillError(
-                f"Run {record.run_id} trained with {processes} process(es); a resumed run keeps its count.",
-                "Send processes=1 (the default) to resume with the recorded count.",
+                f"Run {record.run_id} trained with {processes} process(es) on {nodes} node(s); a resumed run keeps "
+                "its layout (and its engine).",
+                "Send processes=1 and nodes=1 (the defaults) to resume as recorded.",
             )
         _gate_resume(directory, record)
         # "starting" with no pid until the spawn: a concurrent status call must not see the old, dead pid as "running"
         # and mark the run failed between this write and the spawn's.
-        record.state, record.pid, record.process_start_ticks = "starting", None, None
+        record.state, record.pid, record.process_start_ticks, record.job_id = "starting", None, None, None
+        record.scheduler_state = None
         record.reason = record.exit_code = record.signal = record.ended_at = record.resume_note = None
         write_record(directory, record)
-        ENGINES[record.engine].submit(directory, resume=True)  # the same plan, at the same world size
+        try:
+            ENGINES[record.engine].submit(directory, resume=True)  # the same plan, at the same world size
+        except SkillError as exc:
+            record.state, record.reason, record.ended_at = "failed", str(exc), time.time()
+            write_record(directory, record)
+            raise
         return _status(directory)
     if request.recipe is None:
         raise SkillError("No recipe to run.", "Send recipe (from emit_grpo_config) or resume_run_id.")
@@ -311,7 +345,11 @@ def _start(request: RunRequest) -> RunStatus:
     if (runs_root() / run_id).exists():
         raise SkillError(f"Run {run_id!r} exists.", "Send another run_id, or resume_run_id to continue it.")
     directory = _prepare(request, request.recipe, run_id)
-    ENGINES[read_record(directory).engine].submit(directory, resume=False)
+    try:
+        ENGINES[read_record(directory).engine].submit(directory, resume=False)
+    except SkillError:  # refused (sbatch): the new run leaves nothing behind
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
     return _status(directory)
 
 

@@ -61,6 +61,7 @@ def dump_rank_state(trainer: Any) -> None:
     accelerator, args = trainer.accelerator, trainer.args
     where = {
         "rank": rank(),
+        "node": os.environ.get("SLURMD_NODENAME"),  # the Slurm node this rank ran on (None off a cluster)
         "world_size": accelerator.num_processes,
         "distributed": accelerator.distributed_type,
         "env_world_size": os.environ.get("WORLD_SIZE"),

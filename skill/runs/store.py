@@ -44,8 +44,12 @@ class RunRecord(BaseModel):
     inspection_id: str | None = None
     review: str | None = Field(default=None, description="Who reviewed the inspection, and how.")
     checks: list[str] = Field(default_factory=list, description="What the preflight checked and decided.")
-    engine: str = Field(default="local", description="What runs the trainers: local | accelerate (skill.runs.engines).")
+    engine: str = Field(
+        default="local", description="What runs the trainers: local | accelerate | slurm (skill.runs.engine_choice)."
+    )
     ports: dict[str, int] = Field(default_factory=dict, description="Ports picked for this attempt, by role.")
+    job_id: int | None = Field(default=None, description="The Slurm job of this attempt (the slurm engine).")
+    scheduler_state: str | None = Field(default=None, description="Slurm's JobState for the job, as last read.")
     command: list[str] = Field(default_factory=list, description="The launcher's command line.")
     resume_note: str | None = Field(default=None, description="How the last resume went (the worker says).")
 

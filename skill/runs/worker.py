@@ -19,6 +19,8 @@ On-policy by construction: the world a rank builds its GRPOConfig for is the wor
 batch feeds exactly the optimizer steps the recipe planned (``steps_per_generation /
 gradient_accumulation_steps``, 1 unless the recipe says otherwise).
 
+SIGUSR1 (Slurm's notice before a time limit) saves a checkpoint at the next step (``runs.checkpoint_request``).
+
 Debugging aid: GRPO_RLVR_DUMP_RANK_STATE=DIR makes every rank report itself at the end (``runs.rank_state``).
 
 With a colocated vLLM engine, rank 0 writes vllm_engine.json (the settings vLLM was built with, read back);
@@ -33,14 +35,17 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from skill.inspection.gate import NOT_REVIEWED, open_gate
 from skill.models.sources import resolve_model_path
+from skill.recipe.launch_commands import uses_vllm_server
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.trl_contract import build_grpo_config
 from skill.rewards.registry import build_reward_functions
+from skill.runs import checkpoint_request
 from skill.runs.plots import plot_reward_curve
 from skill.runs.rank_state import dump_rank_state, rank
 from skill.runs.store import (
@@ -68,13 +73,14 @@ def launched_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def engine_settings(ports: dict[str, int]) -> dict[str, Any]:
-    """GRPOConfig values the engine decided for this attempt: the vLLM server's port it picked.
+def engine_settings(environ: Mapping[str, str], server: bool) -> dict[str, Any]:
+    """GRPOConfig values the engine decided for this attempt: the vLLM server's port it picked (``VLLM_PORT``, which
+    the accelerate engine sets and slurm.sbatch picks on node 0), for a plan with a server.
 
-    >>> engine_settings({"main_process": 40001, "vllm": 40002})
-    {'vllm_server_port': 40002}
+    >>> engine_settings({"VLLM_PORT": "40002"}, server=True), engine_settings({"VLLM_PORT": "40002"}, server=False)
+    ({'vllm_server_port': 40002}, {})
     """
-    return {"vllm_server_port": ports["vllm"]} if "vllm" in ports else {}
+    return {"vllm_server_port": int(environ["VLLM_PORT"])} if server and environ.get("VLLM_PORT") else {}
 
 
 def _die_with_launcher() -> None:
@@ -293,7 +299,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         save_total_limit=KEEP_CHECKPOINTS,
         save_steps=kwargs.get("save_steps") or max(1, (max_steps if max_steps > 0 else 100) // 4),
     )
-    kwargs.update(engine_settings(read_record(run_dir).ports))
+    kwargs.update(engine_settings(os.environ, uses_vllm_server(recipe)))
     world_size = launched_world_size()  # on-policy: see the module docstring
     evaluation_rows = heldout_sample(run_dir, recipe)
     if evaluation_rows:  # TRL scores them with the run's rewards every evaluation.every_steps (and before step 1)
@@ -313,6 +319,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         peft_config=recipe.peft.to_peft_config() if recipe.peft else None,
         callbacks=[callback],
     )
+    trainer.add_callback(checkpoint_request.make_callback(trainer.accelerator.device))
     callback.trainer = trainer
     _prepare_vllm(trainer, run_dir, writer)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -346,6 +353,7 @@ def save_merged(run_dir: Path, recipe: GRPORecipe) -> None:
 
 def main(argv: list[str]) -> int:
     _die_with_launcher()
+    checkpoint_request.listen()  # Slurm's notice before the time limit: a checkpoint at the next step
     run_dir = Path(argv[0])
     resume = "--resume" in argv[1:]
     writer = rank() == 0  # run.json has one writer; a rank > 0 that fails makes torchrun exit non-zero
