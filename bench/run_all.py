@@ -124,7 +124,7 @@ def _faster(margin: float, *spreads: float) -> str:
 def _slurm_rows(result: dict, row, missing) -> None:
     """The slurm engine against the same plan submitted by hand, on the two-node CPU cluster."""
     if not result.get("ok"):
-        missing("slurm engine, 2 CPU nodes", result, "<= 1.10x")
+        missing("slurm engine, 2 CPU nodes", result, "reported (one run)")
         return
     r = result["result"]
     for what, ours, hand, ratio in (
@@ -137,8 +137,8 @@ def _slurm_rows(result: dict, row, missing) -> None:
             "",
             f"same plan by hand (sbatch slurm.sbatch bare script) {hand:.2f} s",
             f"{ratio:.3f}x",
-            "<= 1.10x",
-            "yes" if ratio <= 1.10 else "no",
+            "reported (one run)",
+            "n/a",
         )
 
 

@@ -147,6 +147,11 @@ def slurm_script(recipe: GRPORecipe, settings: SlurmSettings | None = None) -> s
     """
     settings = settings or SlurmSettings()
     on_gpu = recipe.hardware.accelerator == "gpu"
+    per_node = node_layouts(recipe.hardware, recipe.launch)[0].trainer_processes
+    threads = [
+        "# Each CPU rank computes with its share of the task's CPUs (torchrun sets 1 only for several per node).",
+        f"export OMP_NUM_THREADS=${{OMP_NUM_THREADS:-$(( CPUS / {per_node} > 0 ? CPUS / {per_node} : 1 ))}}",
+    ]
     nccl = [
         "# A collective that hangs (a dead peer) fails the job instead of holding its GPUs until the time limit.",
         "export TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
@@ -181,6 +186,7 @@ def slurm_script(recipe: GRPORecipe, settings: SlurmSettings | None = None) -> s
             'echo "slurm job ${SLURM_JOB_ID:-}: node 0 is $FIRST_NODE ($MAIN_PROCESS_IP:$MAIN_PROCESS_PORT)"',
             "# One task per node (its machine rank is SLURM_NODEID); one failing ends them all.",
             "CPUS=${SLURM_CPUS_PER_TASK:-${SLURM_CPUS_ON_NODE:-1}}",
+            *(threads if not on_gpu else []),
             'srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --cpus-per-task="$CPUS" --kill-on-bad-exit=1 \\',
             f'  bash {NODE_SCRIPT} "$@"',
             "",
