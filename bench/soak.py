@@ -187,16 +187,27 @@ def _one_call(rng: random.Random, tools: list[str], run_ids: list[str], prepared
     return tool, arguments
 
 
+RECONNECT_GRACE_S = 120.0  # on a loaded machine the restarted server may come up near the deadline
+
+
+def _keep_calling(deadline: float, state: dict[str, Any], seed: int) -> bool:
+    """Until the deadline; a client of the killed server goes on (bounded) until its restarted server answered."""
+    if time.time() < deadline:
+        return True
+    waiting = seed // CLIENTS_PER_SERVER == KILLABLE + 1 and not state.get("answered_after_restart")
+    return waiting and time.time() < deadline + RECONNECT_GRACE_S
+
+
 async def _client_loop(open_client, deadline: float, tally: Tally, state: dict[str, Any], seed: int) -> None:
     """One client: calls until the deadline; reconnects when its server was killed (those failures are excused)."""
     rng = random.Random(seed)
-    while time.time() < deadline:
+    while _keep_calling(deadline, state, seed):
         try:
             async with open_client() as client:
                 tools = [tool.name for tool in (await client.list_tools()).tools]
                 rng.shuffle(tools)
                 turn = 0
-                while time.time() < deadline:
+                while _keep_calling(deadline, state, seed):
                     tool, arguments = _one_call(rng, tools, state["run_ids"], state["prepared"], turn)
                     turn += 1
                     started = time.perf_counter()
@@ -204,6 +215,7 @@ async def _client_loop(open_client, deadline: float, tally: Tally, state: dict[s
                     tally.record(tool, time.perf_counter() - started, result)
                     if state.get("restarted") and seed // CLIENTS_PER_SERVER == KILLABLE + 1:
                         tally.after_restart += 1
+                        state["answered_after_restart"] = True
         except Exception as exc:  # a transport failure: excused only while the killable server is down
             if state.get("killing") and seed // CLIENTS_PER_SERVER == KILLABLE + 1:
                 tally.excused += 1

@@ -124,7 +124,7 @@ def test_a_killed_launcher_takes_its_ranks_resume_keeps_two_and_cancel_leaves_no
     assert status.state == "failed" and status.signal == signal.SIGKILL, status.reason
     until(lambda: not run_processes(directory), 10)  # PR_SET_PDEATHSIG: no rank outlives its launcher
 
-    with pytest.raises(SkillError, match="keeps its count"):
+    with pytest.raises(SkillError, match="keeps its layout"):
         run_grpo(RunRequest(resume_run_id=run_id, processes=3))
     run_grpo(RunRequest(resume_run_id=run_id))
     record = read_record(directory)

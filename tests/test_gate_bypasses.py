@@ -317,7 +317,7 @@ def test_7_the_allowlist_is_checked_before_anything_is_imported(reward_dir, tiny
     )
     assert emitted.provenance.inspection_id is None and not marker.exists()
     monkeypatch.setenv("GRPO_RLVR_REWARD_MODULES", "rewards_for_tests,flawed_rewards,nowhere_rewards")
-    with pytest.raises(SkillError, match="'nowhere_rewards' is on the allowlist but cannot be found"):
+    with pytest.raises(SkillError, match=r"'nowhere_rewards' is on the allowlist \(\w+\) but cannot be found"):
         open_gate([REWARDS[0], REWARDS[1].model_copy(update={"name": "nowhere_rewards:score"})])
 
 

@@ -399,3 +399,29 @@ def test_emit_records_the_passed_inspection_it_relies_on():
     )
     assert other.provenance.inspection_id is None
     assert any("run_grpo will refuse" in line for line in other.provenance.validation)
+
+
+def test_a_trl_style_reward_in_a_directory_named_only_by_reward_paths_loads_and_inspects(tmp_path, monkeypatch):
+    import sys
+
+    from skill.rewards.registry import build_reward_function
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the reward's directory joins it while the test runs
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    rewards = tmp_path / "my-rewards"
+    rewards.mkdir()
+    (rewards / "paths_only_rewards.py").write_text(
+        "def contains_answer(completions, answer, **kwargs):\n"
+        "    texts = [c[0]['content'] if isinstance(c, list) else c for c in completions]\n"
+        "    return [1.0 if f'<answer>{a}</answer>' in t else 0.0 for t, a in zip(texts, answer)]\n"
+    )
+    (rewards / "json.py").write_text("def score(completions, **kwargs):\n    return [0.0 for _ in completions]\n")
+    monkeypatch.setenv("GRPO_RLVR_REWARD_PATHS", str(rewards))  # the one setting: no PYTHONPATH, no module list
+    report = inspect([SOUND[0], RewardSpec(name="paths_only_rewards:contains_answer", role="correctness")])
+    assert len(report.samples[0].scores) == 2 and set(report.samples[0].scores.values()) <= {0.0, 1.0, None}
+    with pytest.raises(SkillError, match="has the name of an installed module") as taken:
+        build_reward_function(RewardSpec(name="json:score", role="correctness"))
+    assert "Rename json.py" in taken.value.fix
+    monkeypatch.setenv("GRPO_RLVR_REWARD_PATHS", str(tmp_path / "elsewhere"))
+    with pytest.raises(SkillError, match=r"no directory of GRPO_RLVR_REWARD_PATHS \(.*elsewhere\) holds other_rew"):
+        build_reward_function(RewardSpec(name="other_rewards:score", role="correctness"))

@@ -101,7 +101,7 @@ def test_two_nodes_train_in_sync_and_the_status_follows_the_scheduler(
         assert any(run.engine_ids.get("job_id") == status.engine_ids["job_id"] for run in list_runs().runs)
     finally:
         slurm.scontrol(on_cluster, "update", f"NodeName={slurm.NODES[1]}", "State=RESUME")
-    until(lambda: run_status(run_id).scheduler_state == "RUNNING", 60)
+    until(lambda: run_status(run_id).scheduler_state == "RUNNING", 120)  # the scheduler runs on events and a timer
     directory = run_dir(run_id)
     until(lambda: read_jsonl(directory / "metrics.jsonl"), 240)
     first_step = time.time() - submitted

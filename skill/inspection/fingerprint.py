@@ -31,7 +31,7 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 from skill.errors import SkillError
-from skill.rewards.registry import registered_reward, require_allowed
+from skill.rewards.registry import allow_user_module, registered_reward
 from skill.rewards.spec import RewardSpec
 
 ALWAYS_VERSIONED = ("trl",)  # how TRL sums the rewards is part of what training optimises
@@ -182,11 +182,12 @@ def _start_modules(spec: RewardSpec) -> list[str]:
     module of a library reward's builder."""
     if ":" in spec.name:
         module = spec.name.split(":", 1)[0]
-        require_allowed(module)
+        allow_user_module(module)
         if find_module(module) is None:
             raise SkillError(
-                f"Reward module {module!r} is on the allowlist but cannot be found.",
-                "Check the module name and that its directory is on the server's Python path.",
+                f"Reward module {module!r} is on the allowlist (GRPO_RLVR_REWARD_MODULES) but cannot be found.",
+                "Check the module name; a module of your own is found through the directory holding it, listed in "
+                "GRPO_RLVR_REWARD_PATHS.",
             )
         return [module]
     return [registered_reward(spec).build.__module__]

@@ -3,11 +3,11 @@
 A spec names a registered reward (the project's library) or a user function ``"module:function"``.
 User functions load only from an allowlist: the project's own reward modules plus the modules and
 directories the user configures (``GRPO_RLVR_REWARD_MODULES``: comma-separated module prefixes;
-``GRPO_RLVR_REWARD_PATHS``: directories whose files may define rewards). A user function is written as
-TRL's docs write rewards, e.g. ``def accuracy(completions, solution, **kwargs)``, sync or ``async``, a
-function, a callable instance or a ``functools.partial``. TRL calls it by keyword with ``prompts``,
-``completions``, ``completion_ids``, every dataset column, ``trainer_state``, ``log_extra`` and
-``log_metric``; a function TRL could not call that way is refused when it is loaded
+``GRPO_RLVR_REWARD_PATHS``: directories whose files may define rewards, put on the import path as they
+load). A user function is written as TRL's docs write rewards, e.g. ``def accuracy(completions, solution,
+**kwargs)``, sync or ``async``, a function, a callable instance or a ``functools.partial``. TRL calls it
+by keyword with ``prompts``, ``completions``, ``completion_ids``, every dataset column, ``trainer_state``,
+``log_extra`` and ``log_metric``; a function TRL could not call that way is refused when it is loaded
 (:func:`check_reward_signature`), not found out inside the trainer.
 
 Every registered reward pickles as its spec (TRL forwards rewards to rollout workers in other processes):
@@ -25,6 +25,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import sys
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,46 +169,88 @@ def check_reward_signature(function: Callable[..., Any], label: str, columns: Co
         )
 
 
+def reward_paths() -> list[Path]:
+    """The directories of GRPO_RLVR_REWARD_PATHS, in order."""
+    return [Path(item).resolve() for item in os.environ.get(ALLOWED_PATHS_ENV, "").split(os.pathsep) if item]
+
+
+def reward_directory(module_name: str) -> Path | None:
+    """The GRPO_RLVR_REWARD_PATHS directory holding the module's file (``name.py`` or ``name/__init__.py``).
+
+    >>> reward_directory("no_such_reward_module") is None
+    True
+    """
+    top = module_name.split(".")[0]
+    for directory in reward_paths():
+        if (directory / f"{top}.py").is_file() or (directory / top / "__init__.py").is_file():
+            return directory
+    return None
+
+
 def _allowed(module_name: str) -> bool:
     prefixes = [PROJECT_REWARD_PACKAGE]
     prefixes += [item.strip() for item in os.environ.get(ALLOWED_MODULES_ENV, "").split(",") if item.strip()]
     if any(module_name == prefix or module_name.startswith(prefix + ".") for prefix in prefixes):
         return True
+    if reward_directory(module_name) is not None:
+        return True
+    # An importable module (PYTHONPATH, installed) whose file lies inside a listed directory.
     top = module_name.split(".")[0]
     spec = importlib.util.find_spec(top) if top else None  # a top-level lookup imports nothing
     if spec is None or spec.origin is None:
         return False
     origin = Path(spec.origin).resolve()
-    directories = [Path(item).resolve() for item in os.environ.get(ALLOWED_PATHS_ENV, "").split(os.pathsep) if item]
-    return any(origin.is_relative_to(directory) for directory in directories)
+    return any(origin.is_relative_to(directory) for directory in reward_paths())
 
 
 def require_allowed(module_name: str) -> None:
-    """Refuse a user reward module that is not on the allowlist, before anything of it is imported or read.
-
-    Only a top-level lookup is made (``importlib.util.find_spec`` of the first name part), which imports
-    nothing.
+    """Refuse a user reward module that is not on the allowlist, before anything of it is imported or read: its
+    prefix in GRPO_RLVR_REWARD_MODULES (an installed module), or its file in a GRPO_RLVR_REWARD_PATHS directory
+    (which is enough: the directory is put on the import path when the reward loads).
 
     >>> require_allowed("skill.rewards.text")
     >>> require_allowed("os")
     Traceback (most recent call last):
     ...
-    skill.errors.SkillError: Reward module 'os' is not on the allowlist. ...
+    skill.errors.SkillError: Reward module 'os' is not on the allowlist: ...
     """
     try:
-        allowed = _allowed(module_name)
+        if _allowed(module_name):
+            return
     except (ImportError, ValueError):
-        allowed = False
-    if not allowed:
+        pass
+    top = module_name.split(".")[0]
+    searched = ", ".join(str(path) for path in reward_paths()) or "not set"
+    raise SkillError(
+        f"Reward module {module_name!r} is not on the allowlist: no directory of {ALLOWED_PATHS_ENV} "
+        f"({searched}) holds {top}.py or {top}/__init__.py, and no prefix of {ALLOWED_MODULES_ENV} names it.",
+        f"Add the directory holding {top}.py to {ALLOWED_PATHS_ENV} (that alone is enough), or, for an installed "
+        f"package, its name to {ALLOWED_MODULES_ENV}.",
+    )
+
+
+def allow_user_module(module_name: str) -> None:
+    """The allowlist check, then the module's reward directory onto the import path (last, so it shadows nothing
+    installed), refusing a file whose name an installed module already takes. Nothing of the module is imported."""
+    require_allowed(module_name)
+    directory = reward_directory(module_name)
+    if directory is None:
+        return
+    if str(directory) not in sys.path:
+        sys.path.append(str(directory))
+    top = module_name.split(".")[0]
+    spec = importlib.util.find_spec(top)
+    origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+    if origin is not None and not origin.is_relative_to(directory):
         raise SkillError(
-            f"Reward module {module_name!r} is not on the allowlist.",
-            f"Add it to {ALLOWED_MODULES_ENV} (module prefixes) or its directory to {ALLOWED_PATHS_ENV}.",
+            f"Reward module {top!r} in {directory} has the name of an installed module ({origin}).",
+            f"Rename {top}.py (and the reward's 'module:function' name) to something no installed package uses.",
         )
 
 
 def _load_user_function(name: str) -> Callable[..., Any]:
     module_name, function_name = name.split(":", 1)
-    require_allowed(module_name)
+    allow_user_module(module_name)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

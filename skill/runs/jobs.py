@@ -276,7 +276,7 @@ def run_grpo(request: RunRequest) -> RunStatus:
     the weights TRL will use (never overridable; a resumed run is checked again, on the code as it is now),
     the route decision, the memory estimate, the target machine, the data's columns and
     prompt lengths. A cap on concurrent runs (GRPO_RLVR_MAX_RUNS, default 1) refuses with the running ones.
-    The engine follows from the launch plan (skill.runs.engines): one process locally, several under
+    The engine follows from the launch plan (skill.runs.engine_choice): one process locally, several under
     ``accelerate launch`` (with the plan's vLLM server), or a Slurm batch job when ``slurm`` is sent (needed for
     several nodes); ``processes`` > 1 (and ``nodes``) lays a CPU recipe out for that many.
     """

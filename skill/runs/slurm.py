@@ -139,6 +139,7 @@ class SlurmEngine(AccelerateEngine):
         return [
             "sbatch",
             "--parsable",
+            "--hold",  # released once run.json holds the job id: rank 0 never writes a record without it
             f"--chdir={directory}",
             f"--output={directory / 'train.log'}",
             "--open-mode=append",
@@ -164,6 +165,16 @@ class SlurmEngine(AccelerateEngine):
             )
         record.job_id = int(done.stdout.strip().split(";")[0])
         write_record(directory, record)
+        try:
+            released = _slurm(["scontrol", "release", str(record.job_id)])
+        except SchedulerError as exc:
+            released = subprocess.CompletedProcess([], 1, "", str(exc))
+        if released.returncode != 0:
+            subprocess.run(["scancel", str(record.job_id)], capture_output=True, timeout=SCHEDULER_TIMEOUT_S)
+            raise SkillError(
+                f"Slurm held job {record.job_id} and did not release it: {released.stderr.strip()}",
+                "Check the cluster (scontrol show job), then send again.",
+            )
         return record
 
     def state(self, directory: Path) -> RunRecord:
