@@ -104,18 +104,15 @@ def _bare_command(work: Path, recipe, processes: int, arguments: list[str]) -> t
     return ["bash", str(hand / "launch_node.sh"), str(script), *arguments], env
 
 
-def measure(steps: int = 20, rounds: int = 2, processes: int = 1) -> dict[str, float]:
-    """Median seconds per step of each side over interleaved rounds, and their ratio."""
-    work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
-    os.environ["GRPO_RLVR_HOME"] = str(work / "state")
+def prepare(work: Path, steps: int):
+    """The benchmark's setup, shared by every runner benchmark: the tiny model, 200 addition prompts, the two
+    rewards (with a passed review) and the CPU recipe emitted for them; returns (model, data, specs, recipe)."""
     from skill.data import addition_rows
     from skill.hardware.specs import HardwareSpec
     from skill.models.sources import save_tiny_random_model
     from skill.recipe.emit import RecipeRequest, emit_grpo_config
     from skill.recipe.schema import DatasetSpec, ModelSpec
     from skill.rewards.spec import RewardSpec
-    from skill.runs.jobs import RunRequest, run_grpo, run_status
-    from skill.runs.store import read_jsonl
 
     model, data = work / "tiny", work / "addition.jsonl"
     save_tiny_random_model(model)
@@ -137,6 +134,17 @@ def measure(steps: int = 20, rounds: int = 2, processes: int = 1) -> dict[str, f
             dataset=DatasetSpec(name=str(data), columns=["answer"]),
         )
     )
+    return model, data, specs, recipe
+
+
+def measure(steps: int = 20, rounds: int = 2, processes: int = 1) -> dict[str, float]:
+    """Median seconds per step of each side over interleaved rounds, and their ratio."""
+    work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
+    os.environ["GRPO_RLVR_HOME"] = str(work / "state")
+    from skill.runs.jobs import RunRequest, run_grpo, run_status
+    from skill.runs.store import read_jsonl
+
+    model, data, specs, recipe = prepare(work, steps)
     bare_config = {**recipe.trl}
     bare, ours = [], []
     for round_index in range(rounds):

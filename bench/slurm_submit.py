@@ -64,44 +64,21 @@ def measure(steps: int = 10) -> dict[str, float]:
     overhead = _load(ROOT / "bench" / "runner_overhead.py")
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-slurm-"))
     os.environ["GRPO_RLVR_HOME"] = str(work / "state")
-    from skill.data import addition_rows
-    from skill.hardware.specs import HardwareSpec
-    from skill.models.sources import save_tiny_random_model
-    from skill.recipe.emit import RecipeRequest, emit_grpo_config
-    from skill.recipe.schema import DatasetSpec, ModelSpec
     from skill.recipe.slurm_script import SlurmSettings
-    from skill.rewards.spec import RewardSpec
     from skill.runs.jobs import RunRequest, run_grpo, run_status
     from skill.runs.store import read_jsonl
 
-    model, data = work / "tiny", work / "addition.jsonl"
-    save_tiny_random_model(model)
-    data.write_text("".join(json.dumps(r) + "\n" for r in addition_rows(200)))
-    specs = [
-        RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),
-        RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
-    ]
-    overhead.passed_inspection(specs)
-    overrides = {k: v for k, v in overhead.CONFIG.items() if k not in ("use_cpu", "bf16", "report_to")}
-    recipe = emit_grpo_config(
-        RecipeRequest(
-            model=ModelSpec(name=str(model)),
-            hardware=HardwareSpec(accelerator="cpu"),
-            method="full",
-            rewards=specs,
-            overrides=overrides,
-            max_steps=steps,
-            dataset=DatasetSpec(name=str(data), columns=["answer"]),
-        )
-    )
+    model, data, specs, recipe = overhead.prepare(work, steps)
     settings = SlurmSettings()
     with cluster.slurm_cluster() as env:
         os.environ.update(env)
         arguments = [str(model), str(data), json.dumps(recipe.trl), json.dumps([s.model_dump() for s in specs])]
         hand_submitted, hand_times = _hand(work, recipe, settings, [*arguments, str(work / "bare-out")])
         submitted = time.time()
-        request = RunRequest(recipe=recipe, run_id="bench-slurm", held_out_fraction=0.0, processes=2, nodes=2)
-        status = run_grpo(request.model_copy(update={"slurm": settings}))
+        request = RunRequest(
+            recipe=recipe, run_id="bench-slurm", held_out_fraction=0.0, processes=2, nodes=2, slurm=settings
+        )
+        status = run_grpo(request)
         while status.state in ("starting", "running"):
             status = run_status(status.run_id, wait_seconds=2)
         if status.state != "succeeded":
