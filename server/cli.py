@@ -169,8 +169,6 @@ def _add_demo_and_serve(commands: Any) -> None:
     )
     demo.add_argument("--recipe-only", action="store_true", help="only emit and print the demo's recipe")
     demo.add_argument("--steps", type=int, default=40)
-    demo.add_argument("--eval-prompts", type=int, default=50)
-    demo.add_argument("--samples", type=int, default=4, help="samples per held-out prompt")
     demo.add_argument("--output", choices=["summary", "json", "script"], default="summary")
     demo.set_defaults(handler=command_demo)
 

@@ -25,6 +25,7 @@ from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launch import launch_files, write_launch_files
 from skill.recipe.schema import GRPORecipe
 from skill.routing.route import RouteRequest, route_check
+from skill.runs.held_out import summary_line
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
 
 
@@ -291,7 +292,9 @@ def _print_status(status: Any) -> None:
         print(f"  reason: {status.reason}")
     if status.reward_review:
         print(f"  reward review: {status.reward_review}")
-    for point in status.last_metrics[-3:]:
+    if status.held_out:
+        print(f"  {summary_line(status.held_out)}")
+    for point in [row for row in status.last_metrics if "eval_loss" not in row][-3:]:
         rewards = " ".join(
             f"{k.split('/')[1]}={v:.3f}"
             for k, v in point.items()
@@ -364,7 +367,7 @@ def command_demo(args: argparse.Namespace) -> None:
                 "needs your explicit --yes for that.",
                 "Run grpo-rlvr demo --yes (make demo does), or inspect and review yourself: grpo-rlvr inspect/review.",
             )
-        result = run_demo(steps=args.steps, eval_prompts=args.eval_prompts, samples_per_prompt=args.samples)
+        result = run_demo(steps=args.steps)
         if args.output == "json":
             print(result.model_dump_json(indent=2))
         return

@@ -102,7 +102,7 @@ def register_state_resources(server: MCPServer) -> None:
         "grpo://runs/{run_id}/status",
         name="run-status",
         title="A run's status",
-        description="What run_status returns (state, step, ETA, last metrics, health warnings), as JSON.",
+        description="What run_status returns (state, step, ETA, last metrics, held-out scores, health), as JSON.",
         mime_type="application/json",
     )
     def run_status_resource(run_id: str) -> str:

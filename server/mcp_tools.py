@@ -288,7 +288,8 @@ def run_status_tool(
         ),
     ] = 0.0,
 ) -> RunStatus:
-    """Where a run stands. Returns state, step, ETA, last metrics, health warnings with the variant to apply.
+    """Where a run stands. Returns state, step, ETA, last metrics, held-out pass@1 with its 95% interval (before the
+    first step and after the last, on prompts never trained on), health warnings with the variant to apply.
 
     Next: on a health warning, re-emit with symptoms=[...]; on failure, run_logs. All metrics: resource
     grpo://runs/{run_id}/metrics.

@@ -55,7 +55,8 @@ def test_the_default_interval_follows_run_length_and_hardware():
     assert "8 held-out points" in plan.reason
     assert plan_evaluation({"max_steps": 400}, "gpu").every_steps == 50
     assert plan_evaluation({"max_steps": 400}, "gpu").prompts == 32
-    assert plan_evaluation({"max_steps": 8}, "cpu").every_steps == 0  # too short for a trend: before/after only
+    short = plan_evaluation({"max_steps": 8}, "cpu")  # too short for a trend: before the first step and after the last
+    assert short.every_steps == 8 and "before the first step and after the last" in short.reason
     kwargs = plan.grpo_kwargs({"per_device_train_batch_size": 8}, world_size=1)
     assert kwargs == {
         "eval_strategy": "steps",
@@ -78,7 +79,7 @@ def test_the_recipe_states_the_plan_and_takes_an_override(tiny_model_dir, tmp_pa
     data.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(64)))
     recipe = tiny_recipe(tiny_model_dir, data, steps=40)
     assert recipe.evaluation.every_steps == 5 and recipe.evaluation.reason
-    assert "held-out evaluation: every 5 steps on 16 prompts x 2" in recipe.summary()
+    assert "held-out evaluation: before step 1, every 5 steps and at the end, on 16 prompts x 2" in recipe.summary()
     config = recipe.to_grpo_config()  # the plan's kwargs build a real GRPOConfig
     assert config.eval_strategy == "no"  # a recipe's own config is unchanged; the worker adds evaluation
     asked = EvaluationPlan(every_steps=3, prompts=4, generations=2, reason="test")
@@ -87,34 +88,53 @@ def test_the_recipe_states_the_plan_and_takes_an_override(tiny_model_dir, tmp_pa
         EvaluationPlan(every_steps=-1)
 
 
-def _pass_inspection():
-    samples = [SuppliedSample(**sample) for sample in addition_samples()]
-    pass_review(inspect_rewards(InspectionRequest(rewards=REWARDS, samples=samples)))
+def _pass_inspection() -> list[dict]:
+    samples = addition_samples()
+    pass_review(inspect_rewards(InspectionRequest(rewards=REWARDS, samples=[SuppliedSample(**s) for s in samples])))
+    return samples
 
 
 @pytest.mark.slow
-def test_a_tiny_run_logs_heldout_rows_to_metrics(tiny_model_dir, tmp_path):
+def test_a_tiny_run_reports_held_out_scores_before_during_and_after(tiny_model_dir, tmp_path):
+    """Every 3 steps on a 4-step run: scored at 0 and 3 by TRL, and after step 4 by the worker's final evaluation;
+    the prompts the inspection read are never held out (they are half the data here)."""
+    inspected = _pass_inspection()
+    rows = addition_rows(64) + [{"prompt": s["prompt"], "answer": s["columns"]["answer"]} for s in inspected]
     data = tmp_path / "addition.jsonl"
-    data.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(64)))
-    _pass_inspection()
-    plan = EvaluationPlan(every_steps=2, prompts=4, generations=2, reason="every other step on a 4-step run")
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    plan = EvaluationPlan(every_steps=3, prompts=4, generations=2, reason="a 4-step run off the interval")
     run_grpo(RunRequest(recipe=tiny_recipe(tiny_model_dir, data, 4, plan), run_id="tiny-eval"))
     deadline = time.time() + 300
     status = run_status("tiny-eval")
     while status.state in ("starting", "running") and time.time() < deadline:
         status = run_status("tiny-eval", wait_seconds=2)
     assert status.state == "succeeded", run_logs("tiny-eval").lines[-20:]
-    metrics = read_jsonl(run_dir("tiny-eval") / "metrics.jsonl")
+    directory = run_dir("tiny-eval")
+    seen = {json.dumps(s["prompt"]) for s in inspected}
+    held_out_prompts = {json.dumps(row["prompt"]) for row in read_jsonl(directory / "heldout.jsonl")}
+    assert held_out_prompts and not held_out_prompts & seen
+    assert seen <= {json.dumps(row["prompt"]) for row in read_jsonl(directory / "train.jsonl")}
+
+    metrics = read_jsonl(directory / "metrics.jsonl")
     training = [row["step"] for row in metrics if "loss" in row]
     held_out = [row for row in metrics if "eval_loss" in row]
     assert training == [1, 2, 3, 4]
-    assert [row["step"] for row in held_out] == [0, 2, 4]  # before the first step, then every 2
+    assert [row["step"] for row in held_out] == [0, 3, 4]  # before the first step, on the interval, after the last
     for row in held_out:
         assert {"eval_reward", "eval_rewards/exact_match/mean", "eval_completions/mean_length"} <= set(row)
         assert 0.0 <= row["eval_rewards/exact_match/mean"] <= 1.0 and row["time"] > 0
     assert not any(key.startswith("rewards/") for row in held_out for key in row)  # never mixed with training keys
-    assert "held-out eval at step 2" in "\n".join(run_logs("tiny-eval", lines=500).lines)
+    # run_status reports the correctness reward (not format) on 4 prompts x 2, with an interval around each mean.
+    assert [(s.step, s.reward, s.completions, s.prompts) for s in status.held_out] == [
+        (step, "exact_match", 8, 4) for step in (0, 3, 4)
+    ]
+    for score, row in zip(status.held_out, held_out, strict=True):
+        low, high = score.interval_95
+        assert score.mean == row["eval_rewards/exact_match/mean"] and low <= score.mean <= high and high - low > 0.2
+    log = "\n".join(run_logs("tiny-eval", lines=500).lines)
+    assert "held-out eval at step 3" in log and f"held-out: {status.held_out[0].describe()} -> " in log
     assert "rewards/exact_match/mean" in curve_keys(metrics)
-    assert (run_dir("tiny-eval") / "reward_curve.png").stat().st_size > 1000
-    card = (run_dir("tiny-eval") / "final" / "README.md").read_text()
-    assert "| exact_match |" in card
+    assert (directory / "reward_curve.png").stat().st_size > 1000
+    card = (directory / "final" / "README.md").read_text()
+    assert f"| 4 | exact_match | {status.held_out[-1].mean:.3f} |" in card
+    assert "| training reward | first-2 steps mean | last-2 steps mean |" in card  # 4 steps: halves, no overlap

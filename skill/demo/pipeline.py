@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from skill.data import ADDITION_DATASET_ID, addition_rows
+from skill.data import ADDITION_DATASET_ID
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import NOT_REVIEWED, record_review
 from skill.inspection.run import inspect_rewards
@@ -26,7 +26,7 @@ from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, GRPORecipe, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.routing.route import ProbeSpec, RouteDecision, RouteRequest, route_check
-from skill.runs.evaluation import Evaluation, evaluate_pass_at_1
+from skill.runs.held_out import HeldOutScore, summary_line
 from skill.runs.jobs import RunRequest, RunStatus, run_grpo, run_status
 from skill.runs.store import read_jsonl
 from skill.sampling import Progress
@@ -85,29 +85,14 @@ class DemoResult(BaseModel):
     inspection_id: str
     run_id: str | None = None
     run_state: str | None = None
-    before: Evaluation | None = None
-    after: Evaluation | None = None
+    held_out: list[HeldOutScore] = Field(
+        default_factory=list, description="The run's held-out evaluations (run_status's held_out), oldest first."
+    )
     correctness_first_10: float | None = None
     correctness_last_10: float | None = None
-    heldout_during_training: list[tuple[int, float]] = Field(
-        default_factory=list, description="(step, held-out correctness) of the evaluations logged during the run."
-    )
     seconds: float = 0.0
     reward_curve: str | None = None
     reward_review: str | None = None
-
-
-def held_out_rows(train_rows: list[dict[str, Any]], count: int) -> list[dict[str, Any]]:
-    """Addition prompts whose (a, b) never appear in the training rows: the evaluation set.
-
-    >>> rows, train = held_out_rows(addition_rows(200), 50), addition_rows(200)
-    >>> len(rows), not {r["prompt"][0]["content"] for r in rows} & {r["prompt"][0]["content"] for r in train}
-    (50, True)
-    """
-    seen = {row["prompt"][0]["content"] for row in train_rows}
-    rows = [row for row in addition_rows(2000, seed=7) if row["prompt"][0]["content"] not in seen]
-    unique = list({row["prompt"][0]["content"]: row for row in rows}.values())
-    return unique[:count]
 
 
 def _window_mean(metrics: list[dict[str, Any]], key: str, first: bool) -> float | None:
@@ -117,13 +102,10 @@ def _window_mean(metrics: list[dict[str, Any]], key: str, first: bool) -> float 
 
 
 def run_demo(
-    steps: int = DEMO_STEPS,
-    eval_prompts: int = 50,
-    samples_per_prompt: int = 4,
-    say: Callable[[str], None] = print,
-    progress: Progress | None = None,
+    steps: int = DEMO_STEPS, say: Callable[[str], None] = print, progress: Progress | None = None
 ) -> DemoResult:
-    """The whole method on the embedded SmolLM2, on this CPU: route -> inspect -> config -> memory -> run -> eval."""
+    """The whole method on the embedded SmolLM2, on this CPU: route -> inspect -> config -> memory -> run, with the
+    run's own held-out evaluation (before the first step, during the run, after the last)."""
     started = time.perf_counter()
     request = demo_recipe_request().model_copy(update={"max_steps": steps})
     correctness = request.rewards[1]
@@ -138,18 +120,17 @@ def run_demo(
     if report.verdict not in ("passed", "accepted_unread"):
         say("    The gate did not open: " + "; ".join(report.verdict_reasons))
         return result
-    say("3/6 emit_grpo_config for SmolLM2-135M on this CPU...")
+    say("3/5 emit_grpo_config for SmolLM2-135M on this CPU...")
     recipe = emit_grpo_config(request.model_copy(update={"route_decision_id": decision.id}))
     for reason in recipe.reasons:
         if reason.source == "override":
             say(f"    {reason.field}={reason.value!r}: {reason.reason}")
     memory = recipe.provenance.memory_estimate or {}
-    say(f"4/6 estimate_memory: peak {memory.get('peak_gib', 0):.2f} GiB on CPU RAM, fits: {memory.get('fits')}")
-    evaluation_rows = held_out_rows(addition_rows(200), eval_prompts)
-    say(f"5/6 held-out pass@1 before training ({eval_prompts} prompts x {samples_per_prompt} samples)...")
-    result.before = evaluate_pass_at_1(recipe.model.name, evaluation_rows, correctness, samples_per_prompt)
-    say(f"    before: {_describe(result.before)}")
-    say(f"6/6 run_grpo: {steps} GRPO steps on CPU (live below)...")
+    say(f"4/5 estimate_memory: peak {memory.get('peak_gib', 0):.2f} GiB on CPU RAM, fits: {memory.get('fits')}")
+    plan = recipe.evaluation
+    if plan is not None:
+        say(f"    held-out evaluation: {plan.reason}")
+    say(f"5/5 run_grpo: {steps} GRPO steps on CPU (live below; 'held-out' rows score prompts never trained on)...")
     status = _train(recipe, steps, say)
     result.run_id, result.run_state, result.reward_review = status.run_id, status.state, status.reward_review
     say(f"    reward review: {status.reward_review}")
@@ -157,18 +138,13 @@ def run_demo(
         say(f"    the run ended {status.state}: {status.reason}")
         result.seconds = time.perf_counter() - started
         return result
-    metrics = read_jsonl(Path(status.paths["metrics.jsonl"]))
+    metrics = [row for row in read_jsonl(Path(status.paths["metrics.jsonl"])) if "eval_loss" not in row]
     result.correctness_first_10 = _window_mean(metrics, "rewards/exact_match/mean", first=True)
     result.correctness_last_10 = _window_mean(metrics, "rewards/exact_match/mean", first=False)
-    key = "eval_rewards/exact_match/mean"
-    result.heldout_during_training = [(row["step"], row[key]) for row in metrics if isinstance(row.get(key), float)]
-    result.after = evaluate_pass_at_1(status.paths["final"], evaluation_rows, correctness, samples_per_prompt)
+    result.held_out = status.held_out
     result.reward_curve = status.paths.get("reward_curve.png")
     result.seconds = time.perf_counter() - started
-    say(f"    after:  {_describe(result.after)}")
-    if result.heldout_during_training:
-        points = ", ".join(f"{step}: {value:.2f}" for step, value in result.heldout_during_training)
-        say(f"    held-out correctness during training (step: value): {points}")
+    say(f"    {summary_line(status.held_out)}")
     say(
         f"    correctness reward: first-10 steps {result.correctness_first_10:.3f} -> last-10 "
         f"{result.correctness_last_10:.3f}; reward curve: {result.reward_curve}"
@@ -179,7 +155,7 @@ def run_demo(
 
 def _route(correctness: RewardSpec, say: Callable[[str], None], progress: Progress | None) -> RouteDecision:
     """Step 1: probe the base model on the addition task and decide whether GRPO applies."""
-    say("1/6 route_check: is GRPO the right tool? Sampling the base model on the addition task...")
+    say("1/5 route_check: is GRPO the right tool? Sampling the base model on the addition task...")
     decision = route_check(
         RouteRequest(
             signal="exact_answer",
@@ -201,7 +177,7 @@ def _route(correctness: RewardSpec, say: Callable[[str], None], progress: Progre
 def _inspect(request: RecipeRequest, route_id: str, say: Callable[[str], None]) -> InspectionReport:
     """Step 2: inspect the rewards on the route's samples; the demo trains on them unread (accept_unread), and
     says so: the recipe, the run's status and the model card carry 'reward not reviewed'."""
-    say("2/6 inspect_rewards on the route's samples (no second sampling)...")
+    say("2/5 inspect_rewards on the route's samples (no second sampling)...")
     report = inspect_rewards(InspectionRequest(rewards=request.rewards, route_decision_id=route_id))
     for name, stats in report.stats.items():
         say(f"    {name:12s} mean {stats.mean:.2f}  failures {stats.failure_rate:.0%}")
@@ -225,7 +201,7 @@ def _inspect(request: RecipeRequest, route_id: str, say: Callable[[str], None]) 
 
 
 def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunStatus:
-    """Step 6: start the run and show its metrics and health warnings live until it ends."""
+    """Step 5: start the run and show its metrics and health warnings live until it ends."""
     status = run_grpo(RunRequest(recipe=recipe))
     shown = 0
     warned: set[str] = set()
@@ -245,8 +221,3 @@ def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunSta
             warned.add(status.health[0]["code"])
             say(f"    health: {status.health_summary}")
     return status
-
-
-def _describe(evaluation: Evaluation) -> str:
-    low, high = evaluation.interval_95
-    return f"pass@1 {evaluation.pass_at_1:.3f} (95% interval {low:.3f}-{high:.3f}, {evaluation.prompts} prompts)"

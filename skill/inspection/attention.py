@@ -50,7 +50,7 @@ from typing import Any
 from skill.inspection.schema import SampleResult
 from skill.rewards.answers import committed_answer as committed_answer_text
 from skill.rewards.answers import read_number
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 from skill.rewards.text import answers_equal, extract_answer, normalise_answer
 
 MIN_CHECKS = 3
@@ -71,7 +71,7 @@ class Candidate:
 
 def _target(specs: list[RewardSpec]) -> int:
     """The reward whose score the checks change: the first correctness or judge reward (else the first)."""
-    return next((i for i, spec in enumerate(specs) if spec.role in ("correctness", "judge")), 0)
+    return next((i for i, spec in enumerate(specs) if spec.role in CORRECTNESS_ROLES), 0)
 
 
 def _bounds(name: str, results: list[SampleResult]) -> tuple[float, float]:

@@ -17,7 +17,7 @@ import math
 
 from skill.inspection.schema import Flag, ProbeResult, RewardStats, SampleResult
 from skill.rewards.composite import check_composite
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 
 
 def _pearson(xs: list[float], ys: list[float]) -> float | None:
@@ -55,7 +55,7 @@ def reward_stats(name: str, results: list[SampleResult], seconds: float) -> Rewa
 
 
 def _constant_flag(spec: RewardSpec, name: str, s: RewardStats) -> Flag:
-    if spec.role in ("correctness", "judge"):
+    if spec.role in CORRECTNESS_ROLES:
         return Flag(
             code="constant_reward",
             severity="blocking",
@@ -113,7 +113,7 @@ def reward_flags(spec: RewardSpec, name: str, s: RewardStats, results: list[Samp
                 "the policy may learn length instead of the task.",
             )
         )
-    if spec.role in ("correctness", "judge"):
+    if spec.role in CORRECTNESS_ROLES:
         flags += _correctness_flags(name, s)
     return flags
 
@@ -159,7 +159,7 @@ def set_flags(specs: list[RewardSpec], stats: dict[str, RewardStats]) -> list[Fl
             )
         )
     check = check_composite(specs)
-    correctness = sum(spec.weight for spec in specs if spec.role in ("correctness", "judge"))
+    correctness = sum(spec.weight for spec in specs if spec.role in CORRECTNESS_ROLES)
     shaping = sum(abs(spec.weight) for spec in specs if spec.role == "shaping")
     for warning in check.warnings:
         if "does not beat wrong but well-formed" in warning:  # the weights invert the order

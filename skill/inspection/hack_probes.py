@@ -29,7 +29,7 @@ from typing import Any
 from skill.inspection.schema import ProbeResult, SampleResult
 from skill.rewards.base import RewardFunction, call_reward
 from skill.rewards.judge.verdict import MASTER_KEYS
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 
 PADDING = " and so on" * 600
 NONSENSE = "Colorless green ideas sleep furiously; the purple seven hums under the staircase."
@@ -284,7 +284,7 @@ def correct_malformed_total(specs: list[RewardSpec], ranges: dict[str, tuple[flo
     format at its floor (at most 0), shaping at its best."""
     total = 0.0
     for spec, (low, high) in zip(specs, ranges.values(), strict=True):
-        if spec.role in ("correctness", "judge"):
+        if spec.role in CORRECTNESS_ROLES:
             total += spec.weight * max(high, 1.0)
         else:
             total += spec.weight * (min(low, 0.0) if spec.role == "format" else high)

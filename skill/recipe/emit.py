@@ -48,7 +48,7 @@ from skill.recipe.trl_contract import (
 from skill.recipe.variants import VARIANTS_BY_NAME, apply_variants
 from skill.rewards.composite import check_composite
 from skill.rewards.registry import registered_reward
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 from skill.routing.route import load_route
 
 EMBEDDED_PARAMETERS_B = 0.135  # SmolLM2-135M-Instruct
@@ -201,7 +201,7 @@ def check_rewards(rewards: list[RewardSpec]) -> None:
             registered_reward(spec)
     if not rewards:
         raise SkillError("No reward specs were sent.", "Send at least one reward with role 'correctness'.")
-    if not any(spec.role in ("correctness", "judge") for spec in rewards):
+    if not any(spec.role in CORRECTNESS_ROLES for spec in rewards):
         raise SkillError(
             "No reward checks correctness: GRPO would optimise format or shaping alone.",
             "Add a reward with role 'correctness' (the verifiable pass/fail signal).",

@@ -1,16 +1,18 @@
-"""The recipe's in-training evaluation: how often a run scores a fixed sample of its held-out prompts.
+"""The recipe's held-out evaluation: when a run scores a fixed sample of its held-out prompts.
 
 TRL's own evaluation loop does the scoring (``eval_strategy="steps"``): it samples
 ``num_generations_eval`` completions per held-out prompt with the run's generation settings, scores
 them with the run's reward functions and logs ``eval_reward``, ``eval_rewards/<name>/mean`` (for a 0/1
 correctness reward: pass@1 at the training temperature), ``eval_completions/mean_length`` and the
-rest; the worker writes those rows to metrics.jsonl beside the training rows, where the health checks
-compare training with held-out (skill.runs.reward_checks).
+rest; the worker writes those rows to metrics.jsonl beside the training rows with each correctness
+reward's score and interval (skill.runs.held_out), where run_status, the card and the health checks
+read them (skill.runs.reward_checks compares training with held-out).
 
-Default (``plan_evaluation``): runs of at least 16 steps score 8 times plus once before the first
-step (every max_steps // 8 steps; fewer points cannot show a held-out peak and fall), on 16 prompts
-x 2 completions on a CPU (32 completions, two CPU demo steps' worth of generation, no backward pass:
-about a tenth of the run) and 32 x 4 on GPUs. Shorter runs are scored only before and after.
+Every run is scored before its first step and after its last (the worker adds a final evaluation when the
+last step is not on the interval). Default (``plan_evaluation``): runs of at least 16 steps also score every
+max_steps // 8 steps (fewer points cannot show a held-out peak and fall), on 16 prompts x 2 completions on
+a CPU (32 completions, two CPU demo steps' worth of generation, no backward pass: about a tenth of the run)
+and 32 x 4 on GPUs.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ class EvaluationPlan(BaseModel):
 
     every_steps: int = Field(
         ge=0,
-        description="Score the held-out sample every this many steps (and before the "
-        "first); 0: no evaluation during training.",
+        description="Score the held-out sample every this many steps, before the first and after the last; "
+        "0: no held-out evaluation.",
     )
     prompts: int = Field(default=16, ge=1, le=4096, description="Held-out prompts in the fixed sample.")
     generations: int = Field(default=2, ge=1, le=64, description="Completions per held-out prompt.")
@@ -73,24 +75,26 @@ def plan_evaluation(trl: dict[str, Any], accelerator: str) -> EvaluationPlan:
 
     >>> plan_evaluation({"max_steps": 40}, "cpu").every_steps
     5
-    >>> plan_evaluation({"max_steps": 10}, "cpu").every_steps
-    0
+    >>> plan_evaluation({"max_steps": 10}, "cpu").every_steps  # before the first step and after the last
+    10
     """
     steps = int(trl.get("max_steps") or 0)
     prompts, generations = CPU_SAMPLE if accelerator == "cpu" else GPU_SAMPLE
     if 0 < steps < MIN_STEPS_FOR_EVALUATION:
         return EvaluationPlan(
-            every_steps=0,
+            every_steps=steps,
             prompts=prompts,
             generations=generations,
-            reason=f"{steps} steps are too few for a held-out trend; the held-out split is scored before and after",
+            reason=f"{steps} steps are too few for a held-out trend: {prompts} held-out prompts x {generations} "
+            "completions are scored before the first step and after the last",
         )
     every = max(1, steps // EVALUATIONS_PER_RUN) if steps else 100
     return EvaluationPlan(
         every_steps=every,
         prompts=prompts,
         generations=generations,
-        reason=f"{EVALUATIONS_PER_RUN} held-out points over {steps or 'an open-ended run of'} steps show a held-out "
-        f"peak and fall; {prompts} prompts x {generations} completions on {accelerator.upper()} keep each "
-        "evaluation near two steps' generation without a backward pass",
+        reason=f"{EVALUATIONS_PER_RUN} held-out points over {steps or 'an open-ended run of'} steps (and one before "
+        f"the first step and after the last) show a held-out peak and fall; {prompts} prompts x {generations} "
+        f"completions on {accelerator.upper()} keep each evaluation near two steps' generation without a backward "
+        "pass",
     )

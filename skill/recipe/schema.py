@@ -105,7 +105,8 @@ class GRPORecipe(BaseModel):
     launch: LaunchPlan
     variant: AppliedVariants | None = None
     evaluation: EvaluationPlan | None = Field(
-        default=None, description="Held-out evaluation during training (None: scored only before and after)."
+        default=None,
+        description="Held-out evaluation: before the first step, every N steps and after the last (None: none).",
     )
     reasons: list[RecipeReason] = Field(default_factory=list)
     provenance: Provenance
@@ -171,7 +172,8 @@ class GRPORecipe(BaseModel):
         if self.evaluation and self.evaluation.every_steps:
             plan = self.evaluation
             lines.append(
-                f"  held-out evaluation: every {plan.every_steps} steps on {plan.prompts} prompts x {plan.generations}"
+                f"  held-out evaluation: before step 1, every {plan.every_steps} steps and at the end, on "
+                f"{plan.prompts} prompts x {plan.generations}"
             )
         lines.append("  reasons:")
         lines.extend(f"    {reason.field}={reason.value!r}: {reason.reason}" for reason in self.reasons)

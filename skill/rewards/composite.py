@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 
 FORMAT_SHARE_LIMIT = 0.25
 
@@ -42,7 +42,7 @@ def check_composite(specs: list[RewardSpec]) -> CompositeCheck:
     True
     """
     format_weight = sum(spec.weight for spec in specs if spec.role == "format")
-    correctness_weight = sum(spec.weight for spec in specs if spec.role in ("correctness", "judge"))
+    correctness_weight = sum(spec.weight for spec in specs if spec.role in CORRECTNESS_ROLES)
     shaping_weight = sum(abs(spec.weight) for spec in specs if spec.role == "shaping")
     corners = {
         "correct_well_formed": correctness_weight + format_weight,

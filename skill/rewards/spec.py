@@ -15,6 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 RewardRole = Literal["format", "correctness", "shaping", "judge"]
+# The roles that say whether an answer is right (a judge grades it with a rubric): what pass@1 and the gate count.
+CORRECTNESS_ROLES = ("correctness", "judge")
 
 _NAME = re.compile(r"^[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$")
 

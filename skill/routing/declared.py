@@ -8,12 +8,12 @@ a measurement, because the user's evaluation may differ from training (prompts, 
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Z_95 = 1.96
+from skill.intervals import wilson_interval
+
 AFTER_DECLARED = {  # what to do meanwhile, by the route the declared evidence gave
     "grpo": "Or go on: inspect_rewards on samples of the model (yours, or a probe's), then emit the config.",
     "lora-qlora-recipes": "Meanwhile, fine-tune on demonstrations first (SFT) and come back when it succeeds.",
@@ -45,19 +45,6 @@ class DeclaredSummary(DeclaredEvidence):
 
     successes: int = Field(description="round(pass_rate x n).")
     interval_95: tuple[float, float] = Field(description="Wilson 95% interval of the pass rate for this n.")
-
-
-def wilson_interval(successes: int, n: int) -> tuple[float, float]:
-    """Wilson score 95% interval of a binomial proportion (sound at 0 and n successes, unlike the normal one).
-
-    >>> [round(x, 3) for x in wilson_interval(0, 20)], [round(x, 3) for x in wilson_interval(30, 100)]
-    ([0.0, 0.161], [0.219, 0.396])
-    """
-    p = successes / n
-    denominator = 1 + Z_95**2 / n
-    centre = (p + Z_95**2 / (2 * n)) / denominator
-    half = Z_95 * math.sqrt(p * (1 - p) / n + Z_95**2 / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def summarise(declared: DeclaredEvidence) -> DeclaredSummary:

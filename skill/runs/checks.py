@@ -9,12 +9,14 @@ prompts.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import random
 from typing import Any
 
 from skill import data
 from skill.errors import SkillError
+from skill.inspection.reports import load_report
 from skill.memory.estimate import estimate_memory
 from skill.models.sources import resolve_tokenizer_path
 from skill.recipe.emit import check_group_arithmetic
@@ -70,20 +72,44 @@ def filter_long_prompts(recipe: GRPORecipe, rows: list[dict[str, Any]]) -> tuple
     return kept, len(rows) - len(kept)
 
 
-def split_held_out(
-    rows: list[dict[str, Any]], seed: int, fraction: float = HELD_OUT_FRACTION
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Keep a held-out share of prompts for evaluation (never trained on); fraction 0 keeps none.
+def prompt_key(prompt: Any) -> str:
+    """One text per prompt, a string or chat messages alike, to compare prompts by.
 
-    >>> train, held = split_held_out([{"prompt": str(i)} for i in range(100)], 3407)
-    >>> len(train), len(held), not {r["prompt"] for r in train} & {r["prompt"] for r in held}
-    (90, 10, True)
+    >>> prompt_key([{"role": "user", "content": "2+2?"}]) == prompt_key([{"content": "2+2?", "role": "user"}])
+    True
+    """
+    return json.dumps(prompt, sort_keys=True, default=str)
+
+
+def probed_prompts(route_id: str | None, inspection_id: str | None) -> set[str]:
+    """The prompts (as prompt_key) the route probed and the inspection scored. The rewards were chosen and read on
+    them, so a held-out score there would be measured where the reward was tuned: they are never held out."""
+    prompts = {prompt_key(sample["prompt"]) for sample in load_route(route_id)[1]} if route_id else set()
+    if inspection_id:
+        prompts |= {prompt_key(sample.prompt) for sample in load_report(inspection_id).samples}
+    return prompts
+
+
+def split_held_out(
+    rows: list[dict[str, Any]], seed: int, fraction: float = HELD_OUT_FRACTION, probed: set[str] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Keep a held-out share of prompts for evaluation (never trained on); fraction 0 keeps none. ``probed`` prompts
+    (probed_prompts) go to training only.
+
+    >>> train, held = split_held_out([{"prompt": str(i)} for i in range(100)], 3407, probed={prompt_key("7")})
+    >>> len(train), len(held), not {r["prompt"] for r in train} & {r["prompt"] for r in held}, "7" in {r["prompt"]
+    ...     for r in held}
+    (90, 10, True, False)
     """
     shuffled = list(rows)
     random.Random(seed).shuffle(shuffled)
     enough = fraction > 0 and len(shuffled) > 2 * MIN_HELD_OUT
     count = max(MIN_HELD_OUT, int(len(shuffled) * fraction)) if enough else 0
-    return shuffled[count:], shuffled[:count]
+    probed = probed or set()
+    candidates = [row for row in shuffled if prompt_key(row["prompt"]) not in probed]
+    held = candidates[:count]
+    chosen = {id(row) for row in held}
+    return [row for row in shuffled if id(row) not in chosen], held
 
 
 def check_target(recipe: GRPORecipe, on_this_machine: bool = True) -> list[str]:

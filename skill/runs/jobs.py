@@ -22,6 +22,7 @@ from skill.recipe.validation import validate_recipe
 from skill.runs import checks
 from skill.runs.engine_choice import ENGINES, engine_for
 from skill.runs.health import diagnose, headline, shape_of
+from skill.runs.held_out import HeldOutScore, held_out_scores
 from skill.runs.store import (
     FINAL_STATES,
     RunRecord,
@@ -90,6 +91,12 @@ class RunStatus(BaseModel):
     eta_seconds: float | None = None
     seconds_per_step: float | None = None
     last_metrics: list[dict[str, Any]] = Field(default_factory=list)
+    held_out: list[HeldOutScore] = Field(
+        default_factory=list,
+        description="Each held-out evaluation so far (before the first step, every N steps, after the last): the "
+        "correctness rewards' mean on held-out prompts never trained on (pass@1 for a 0/1 reward), with a Wilson "
+        "95% interval over the completions scored.",
+    )
     health: list[dict[str, Any]] = Field(
         default_factory=list, description="Warnings with suggested variants, the most likely cause first."
     )
@@ -173,6 +180,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         eta_seconds=eta,
         seconds_per_step=per_step,
         last_metrics=metrics[-points:],
+        held_out=held_out_scores(metrics),
         health=health,
         health_summary=headline(warnings),
         reason=record.reason,
@@ -230,8 +238,12 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     rows, dropped = checks.filter_long_prompts(recipe, rows)
     if dropped:
         notes.append(f"Dropped {dropped} prompt(s) over {recipe.dataset.max_prompt_tokens} tokens.")
-    train, held_out = checks.split_held_out(rows, recipe.trl.get("seed", 3407), request.held_out_fraction)
-    notes.append(f"{len(train)} training prompts, {len(held_out)} held out for evaluation.")
+    probed = checks.probed_prompts(recipe.provenance.route_decision, gate.inspection_id)
+    train, held_out = checks.split_held_out(rows, recipe.trl.get("seed", 3407), request.held_out_fraction, probed)
+    notes.append(
+        f"{len(train)} training prompts, {len(held_out)} held out for evaluation (none of the route's or the "
+        "inspection's prompts)."
+    )
     staging = Path(tempfile.mkdtemp(prefix=f".{run_id}-", dir=runs_root()))
     try:
         (staging / "recipe.json").write_text(recipe.model_dump_json(indent=1))

@@ -19,7 +19,7 @@ import math
 import statistics
 from typing import Any
 
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 from skill.runs.health_warning import HealthWarning, RunView, make_warning
 from skill.runs.series import (
     NOISE_Z,
@@ -42,7 +42,6 @@ from skill.runs.series import (
     window_size,
 )
 
-CORRECTNESS_ROLES = ("correctness", "judge")
 AUXILIARY_ROLES = ("format", "shaping")
 REWARD_MAX = 1.0  # the registry's rewards lie in [0, 1]; a user reward above 1 is not judged on levels
 Series = tuple[str, str, float]  # (label, training metric key, assumed maximum) of a correctness signal

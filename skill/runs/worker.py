@@ -39,13 +39,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from skill.inspection.gate import NOT_REVIEWED, open_gate
+from skill.inspection.gate import open_gate
 from skill.models.sources import resolve_model_path
 from skill.recipe.launch_commands import uses_vllm_server
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.trl_contract import build_grpo_config
 from skill.rewards.registry import build_reward_functions
 from skill.runs import checkpoint_request
+from skill.runs.held_out import held_out_scores, score_evaluation, summary_line
+from skill.runs.model_card import model_card
 from skill.runs.plots import plot_reward_curve
 from skill.runs.rank_state import dump_rank_state, rank
 from skill.runs.store import (
@@ -132,8 +134,10 @@ def completion_rows(logs_store: dict[str, Any] | None, step: int) -> list[dict[s
     ]
 
 
-def _make_callback(run_dir: Path, max_steps: int):
+def _make_callback(run_dir: Path, max_steps: int, recipe: GRPORecipe, heldout_prompts: int):
     from transformers import TrainerCallback
+
+    generations = recipe.evaluation.generations if recipe.evaluation else 0
 
     class RunLogger(TrainerCallback):
         """metrics.jsonl, completions.jsonl and one progress line per logged step."""
@@ -155,11 +159,14 @@ def _make_callback(run_dir: Path, max_steps: int):
                 )
 
         def log_evaluation(self, step: int, logs: dict[str, Any]) -> None:
-            """TRL's held-out evaluation (eval_* keys) as its own row of metrics.jsonl, and one progress line."""
+            """TRL's held-out evaluation (eval_* keys) as its own row of metrics.jsonl, with each correctness reward's
+            score and interval (``held_out``), and one progress line."""
             if step in self.evaluated:
                 return
             self.evaluated.add(step)
-            append_jsonl(run_dir / "metrics.jsonl", {"step": step, "time": time.time(), **logs})
+            scores = score_evaluation(step, logs, recipe.rewards, heldout_prompts, generations)
+            row = {"step": step, "time": time.time(), **logs, "held_out": [score.model_dump() for score in scores]}
+            append_jsonl(run_dir / "metrics.jsonl", row)
             print(evaluation_line(step, logs), flush=True)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -227,30 +234,6 @@ def heldout_sample(run_dir: Path, recipe: GRPORecipe) -> list[dict[str, Any]]:
     return read_jsonl(run_dir / "heldout.jsonl")[: plan.prompts]
 
 
-def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -> str:
-    """README.md for the exported model: what it is, how it was trained, and from what checks."""
-    first = metrics[: min(10, len(metrics))]
-    last = metrics[-min(10, len(metrics)) :]
-    lines = [
-        f"# {recipe.model.name} trained with GRPO (grpo-rlvr run {record.run_id})",
-        "",
-        *reward_review_lines(record),
-        f"Method: {recipe.method}; steps: {metrics[-1]['step'] if metrics else 0}; "
-        f"trl {recipe.provenance.trl_version}.",
-        f"Inspection: {record.inspection_id} ({record.review}). Route: {recipe.provenance.route_decision}.",
-        "",
-        "| reward | first-10 mean | last-10 mean |",
-        "|---|---|---|",
-    ]
-    for key in sorted({k for row in metrics for k in row if k.startswith("rewards/") and k.endswith("/mean")}):
-        before = [row[key] for row in first if isinstance(row.get(key), int | float)]
-        after = [row[key] for row in last if isinstance(row.get(key), int | float)]
-        if before and after:
-            lines.append(f"| {key.split('/')[1]} | {sum(before) / len(before):.3f} | {sum(after) / len(after):.3f} |")
-    lines += ["", "## Recipe", "", "```json", recipe.model_dump_json(indent=1), "```", ""]
-    return "\n".join(lines)
-
-
 def _prepare_vllm(trainer: Any, run_dir: Path, writer: bool) -> None:
     """Record what a colocated vLLM engine was built with; on a CPU, sync weights the way vLLM's CPU backend
     takes them (skill.runs.vllm_cpu; TRL's own sync is left alone on a GPU)."""
@@ -277,14 +260,6 @@ def stamp_reward_review(run_dir: Path, recipe: GRPORecipe, writer: bool) -> str:
     return gate.stamp
 
 
-def reward_review_lines(record: Any) -> list[str]:
-    """The model card's warning when the rewards were trained on unread (accept_unread)."""
-    review = record.review or ""
-    if not review.startswith(NOT_REVIEWED):
-        return []
-    return [f"**{NOT_REVIEWED.capitalize()}.** {review}", ""]
-
-
 def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -308,7 +283,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     checkpoint = latest_checkpoint(run_dir / "checkpoints") if resume else None
     if resume and writer:
         trim_to_checkpoint(run_dir, checkpoint)
-    callback = _make_callback(run_dir, max_steps)
+    callback = _make_callback(run_dir, max_steps, recipe, len(evaluation_rows))
     trainer = GRPOTrainer(
         model=resolve_model_path(recipe.model.name),
         # the dataset's columns: a user reward requiring one the data lacks is refused now, not NaN every step
@@ -323,6 +298,10 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     callback.trainer = trainer
     _prepare_vllm(trainer, run_dir, writer)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    if evaluation_rows and trainer.state.global_step % recipe.evaluation.every_steps:
+        # Every run is scored after its last step; TRL scored only the steps on the interval. Every rank calls it
+        # (evaluation is collective), so the test is one they all compute alike.
+        trainer.evaluate()
     dump_rank_state(trainer)
     final = run_dir / "final"
     trainer.save_model(str(final))  # every rank calls it (sharded engines gather); only rank 0 writes
@@ -332,9 +311,10 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     if recipe.peft is not None:
         save_merged(run_dir, recipe)
         trainer.processing_class.save_pretrained(str(run_dir / "final-merged"))
-    metrics = [row for row in read_jsonl(run_dir / "metrics.jsonl") if "eval_loss" not in row]
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
     (final / "README.md").write_text(model_card(recipe, read_record(run_dir), metrics))
     plot_reward_curve(run_dir)
+    print(summary_line(held_out_scores(metrics)), flush=True)
 
 
 def save_merged(run_dir: Path, recipe: GRPORecipe) -> None:
