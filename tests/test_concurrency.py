@@ -30,6 +30,7 @@ from skill.data import addition_rows
 from skill.errors import SkillError
 from skill.memory.schema import MemoryRequest
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.runs.held_out import training_rows
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
 from skill.runs.store import is_alive, read_jsonl, read_record, run_dir, runs_root
 from skill.runs.worker import COMPLETIONS_PER_STEP
@@ -57,7 +58,8 @@ def python(script: str, env: dict[str, str], timeout: float = 300) -> subprocess
 
 def steps_of(directory: Path, name: str) -> list[int]:
     """The steps of a run's JSONL rows (of metrics.jsonl: training rows, held-out evaluations aside)."""
-    return [row["step"] for row in read_jsonl(directory / name) if name != "metrics.jsonl" or "loss" in row]
+    rows = read_jsonl(directory / name)
+    return [row["step"] for row in (training_rows(rows) if name == "metrics.jsonl" else rows)]
 
 
 @pytest.mark.slow
@@ -67,7 +69,7 @@ def test_resume_before_the_first_checkpoint_starts_over_and_says_so(tiny_model_d
     run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, steps=4, save_steps=100), run_id="resume-none"))
     directory = run_dir("resume-none")
     deadline = time.time() + 240
-    while time.time() < deadline and not read_jsonl(directory / "metrics.jsonl"):
+    while time.time() < deadline and not steps_of(directory, "metrics.jsonl"):
         time.sleep(0.2)
     os.killpg(read_record(directory).pid, signal.SIGKILL)
     assert wait("resume-none", timeout=30).state == "failed"

@@ -27,6 +27,7 @@ from skill.recipe.trl_contract import build_grpo_config
 from skill.runs.checks import check_cpu_processes, compare_devices
 from skill.runs.engine_choice import engine_for
 from skill.runs.engines import free_port
+from skill.runs.held_out import is_evaluation, training_rows
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
 from skill.runs.rank_state import DUMP_RANK_STATE_ENV, parameter_digest
 from skill.runs.store import is_alive, read_jsonl, read_record, run_dir
@@ -87,8 +88,10 @@ def test_two_cpu_processes_under_accelerate_train_on_policy_and_end_in_sync(
     assert status.state == "succeeded", run_logs(run_id).lines[-30:]
     assert status.engine == "accelerate" and status.engine_ids["main_process_port"] == record.ports["main_process"]
 
-    metrics = read_jsonl(directory / "metrics.jsonl")
+    everything = read_jsonl(directory / "metrics.jsonl")
+    metrics = training_rows(everything)
     assert [row["step"] for row in metrics] == list(range(1, steps + 1))  # rank 0 alone writes
+    assert [row["step"] for row in everything if is_evaluation(row)] == [0, steps]  # both ranks evaluated together
     assert any(row["grad_norm"] > 0 for row in metrics), metrics
 
     ranks = [json.loads((tmp_path / "ranks" / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
@@ -131,13 +134,13 @@ def test_a_killed_launcher_takes_its_ranks_resume_keeps_two_and_cancel_leaves_no
     assert record.engine == "accelerate" and record.command[-1] == "--resume"
     until(lambda: read_record(directory).resumed_from_step, 120)  # rank 0 trimmed the metrics to the checkpoint
     resumed = read_record(directory).resumed_from_step
-    until(lambda: len(read_jsonl(directory / "metrics.jsonl")) > resumed, 120)
-    assert read_jsonl(directory / "metrics.jsonl")[resumed]["step"] == resumed + 1  # the checkpoint's step + 1
+    until(lambda: len(training_rows(read_jsonl(directory / "metrics.jsonl"))) > resumed, 120)
+    assert training_rows(read_jsonl(directory / "metrics.jsonl"))[resumed]["step"] == resumed + 1  # checkpoint + 1
     assert len(rank_pids(directory)) == 2
     status = cancel_run(run_id)  # SIGTERM to the launcher's group: accelerate stops its ranks
     assert status.state == "cancelled" and not is_alive(read_record(directory))
     until(lambda: not run_processes(directory), 15)
-    steps = [row["step"] for row in read_jsonl(directory / "metrics.jsonl")]
+    steps = [row["step"] for row in training_rows(read_jsonl(directory / "metrics.jsonl"))]
     assert steps == list(range(1, len(steps) + 1)) and len(steps) > resumed >= 2
 
 

@@ -26,10 +26,10 @@ from test_runs import wait as wait_for
 
 from skill.data import addition_rows
 from skill.errors import SkillError
-from skill.inspection.fingerprint import reward_fingerprint
 from skill.inspection.gate import NOT_REVIEWED, GateClosed, open_gate, record_review
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.rewards.fingerprint import reward_fingerprint
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_status
 from skill.runs.store import read_record, run_dir
 

@@ -17,6 +17,7 @@ from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
+from skill.runs.held_out import is_evaluation
 from skill.runs.jobs import RunRequest, run_grpo, run_logs, run_status
 from skill.runs.plots import curve_keys
 from skill.runs.store import read_jsonl, run_dir
@@ -117,7 +118,7 @@ def test_a_tiny_run_reports_held_out_scores_before_during_and_after(tiny_model_d
 
     metrics = read_jsonl(directory / "metrics.jsonl")
     training = [row["step"] for row in metrics if "loss" in row]
-    held_out = [row for row in metrics if "eval_loss" in row]
+    held_out = [row for row in metrics if is_evaluation(row)]
     assert training == [1, 2, 3, 4]
     assert [row["step"] for row in held_out] == [0, 3, 4]  # before the first step, on the interval, after the last
     for row in held_out:

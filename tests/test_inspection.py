@@ -14,11 +14,11 @@ from pydantic import ValidationError
 from skill.data import ADDITION_QUESTION
 from skill.errors import SkillError
 from skill.inspection.attention import committed_answer, decided
-from skill.inspection.fingerprint import reward_fingerprint
 from skill.inspection.gate import record_review, require_passed_inspection
 from skill.inspection.reports import load_report
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.rewards.fingerprint import reward_fingerprint
 from skill.rewards.spec import RewardSpec
 
 SOUND = [

@@ -19,6 +19,7 @@ from skill.inspection.schema import InspectionRequest, SuppliedSample
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
+from skill.runs.held_out import is_evaluation, training_rows
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
 from skill.runs.store import (
     METRICS_HEADER,
@@ -135,8 +136,10 @@ def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dat
     status = wait("tiny-full")
     assert status.state == "succeeded", run_logs("tiny-full").lines[-20:]
     directory = run_dir("tiny-full")
-    metrics = read_jsonl(directory / "metrics.jsonl")
+    everything = read_jsonl(directory / "metrics.jsonl")
+    metrics = training_rows(everything)
     assert [row["step"] for row in metrics] == [1, 2, 3]
+    assert [row["step"] for row in everything if is_evaluation(row)] == [0, 3]  # scored before and after
     assert {"rewards/format/mean", "rewards/exact_match/mean", "entropy", "completions/mean_length"} <= set(metrics[0])
     assert read_jsonl(directory / "completions.jsonl")
     assert (directory / "reward_curve.png").stat().st_size > 1000
@@ -168,8 +171,10 @@ def test_killed_worker_is_failed_with_the_signal_and_resume_loses_no_step(tiny_m
     status = run_grpo(RunRequest(resume_run_id="tiny-kill"))
     status = wait("tiny-kill")
     assert status.state == "succeeded", run_logs("tiny-kill").lines[-20:]
-    assert [row["step"] for row in read_jsonl(directory / "metrics.jsonl")] == list(range(1, 9))
+    everything = read_jsonl(directory / "metrics.jsonl")
+    assert [row["step"] for row in training_rows(everything)] == list(range(1, 9))
     assert read_record(directory).resumed_from_step >= 2
+    assert [row["step"] for row in everything if is_evaluation(row)] == [0, 8]  # the resume kept the first score
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from test_runs import REWARDS, pass_inspection, recipe, wait
 from skill.errors import SkillError
 from skill.recipe.launch_commands import SLURM_SCRIPT
 from skill.recipe.slurm_script import SlurmSettings
+from skill.runs.held_out import training_rows
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
 from skill.runs.rank_state import DUMP_RANK_STATE_ENV, parameter_digest
 from skill.runs.store import START_LOCK, read_jsonl, read_record, run_dir, runs_root
@@ -66,7 +67,7 @@ def two_node_request(model, data, run_id, steps, settings=None, **trl):
 
 def training_steps(directory):
     """The optimizer steps in metrics.jsonl (held-out evaluations have rows of their own)."""
-    return [row["step"] for row in read_jsonl(directory / "metrics.jsonl") if "eval_loss" not in row]
+    return [row["step"] for row in training_rows(read_jsonl(directory / "metrics.jsonl"))]
 
 
 def test_refusals_come_before_anything_is_written(on_cluster, digit_model_dir, addition_data):

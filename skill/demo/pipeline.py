@@ -26,7 +26,7 @@ from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, GRPORecipe, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.routing.route import ProbeSpec, RouteDecision, RouteRequest, route_check
-from skill.runs.held_out import HeldOutScore, summary_line
+from skill.runs.held_out import HeldOutScore, is_evaluation, summary_line, training_rows
 from skill.runs.jobs import RunRequest, RunStatus, run_grpo, run_status
 from skill.runs.store import read_jsonl
 from skill.sampling import Progress
@@ -138,7 +138,7 @@ def run_demo(
         say(f"    the run ended {status.state}: {status.reason}")
         result.seconds = time.perf_counter() - started
         return result
-    metrics = [row for row in read_jsonl(Path(status.paths["metrics.jsonl"])) if "eval_loss" not in row]
+    metrics = training_rows(read_jsonl(Path(status.paths["metrics.jsonl"])))
     result.correctness_first_10 = _window_mean(metrics, "rewards/exact_match/mean", first=True)
     result.correctness_last_10 = _window_mean(metrics, "rewards/exact_match/mean", first=False)
     result.held_out = status.held_out
@@ -209,7 +209,7 @@ def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunSta
         status = run_status(status.run_id, wait_seconds=5)
         for row in read_jsonl(Path(status.paths.get("metrics.jsonl", "/nonexistent")))[shown:]:
             shown += 1
-            if "eval_loss" in row:  # the run's held-out evaluation, every evaluation.every_steps
+            if is_evaluation(row):  # the run's held-out evaluation, every evaluation.every_steps
                 correct, form = row.get("eval_rewards/exact_match/mean", 0), row.get("eval_rewards/format/mean", 0)
                 say(f"    step {row['step']:3d}/{steps}  held-out: correctness {correct:.3f}  format {form:.3f}")
                 continue

@@ -1,8 +1,8 @@
 """Inspection: the mandatory reward read and the gate in front of every training run.
 
 Owns: ``schema`` (request, report, review, gate decision), ``run`` (``inspect_rewards``), ``scoring``
-(rewards scored and probed in a fresh process), ``fingerprint`` (what decides a reward's scores, hashed
-without importing it), ``hack_probes`` (known reward hacks, judged by role and on the weighted total),
+(rewards scored and probed in a fresh process; the reward fingerprint is ``skill.rewards.fingerprint``),
+``hack_probes`` (known reward hacks, judged by role and on the weighted total),
 ``flags`` (statistics and flags), ``attention`` (attention checks), ``gate`` (the one gate policy:
 ``record_review``, ``open_gate``), ``reports`` (report storage), ``render`` (HTML and Markdown).
 May import: ``rewards``, ``routing``, ``data``, ``sampling``, ``state``, ``errors``.

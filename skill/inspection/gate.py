@@ -36,7 +36,6 @@ from typing import Any
 
 from skill.errors import SkillError
 from skill.inspection.attention import reading_matches, review_blocker
-from skill.inspection.fingerprint import effective_rewards, reward_fingerprint
 from skill.inspection.reports import (
     FAILED_READS_WINDOW_S,
     load_key,
@@ -48,6 +47,7 @@ from skill.inspection.reports import (
     stored_reports,
 )
 from skill.inspection.schema import GateDecision, InspectionReport, Review, ReviewRequest
+from skill.rewards.fingerprint import effective_rewards, reward_fingerprint
 from skill.rewards.spec import RewardSpec
 from skill.state import exclusive_lock, write_atomically
 

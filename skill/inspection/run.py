@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from skill.errors import SkillError
 from skill.inspection.attention import plant_checks, review_blocker
-from skill.inspection.fingerprint import reward_fingerprint
 from skill.inspection.flags import hack_flags, reward_flags, reward_stats, set_flags
 from skill.inspection.reports import (
     attention_secret,
@@ -40,6 +39,7 @@ from skill.inspection.schema import (
     SuppliedSample,
 )
 from skill.inspection.scoring import score_fresh
+from skill.rewards.fingerprint import reward_fingerprint
 from skill.rewards.spec import RewardSpec
 from skill.routing.route import ProbeSpec, load_route, probe_rows
 from skill.sampling import Progress, SamplingSettings, sample_completions

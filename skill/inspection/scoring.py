@@ -29,11 +29,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
-from skill.inspection.fingerprint import reward_fingerprint
 from skill.inspection.hack_probes import probe_rewards
 from skill.inspection.schema import Flag, ProbeResult, SampleResult, SuppliedSample
 from skill.models.sources import embedded_tokenizer_dir, is_embedded
 from skill.rewards.base import call_reward
+from skill.rewards.fingerprint import reward_fingerprint
 from skill.rewards.registry import build_reward_functions
 from skill.rewards.spec import RewardSpec
 from skill.rewards.trl_inputs import PSEUDO_CHARS_PER_TOKEN, pseudo_token_ids, reward_columns

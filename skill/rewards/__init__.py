@@ -2,7 +2,8 @@
 
 Owns: ``spec`` (RewardSpec), ``registry`` (names to builders; user functions from an allowlist), ``params``
 (each builder parameter described once, on its signature), ``base`` (what every reward shares),
-``composite`` (the format + correctness weight rule) and the library: ``text``, ``structured``, ``length``,
+``composite`` (the format + correctness weight rule), ``fingerprint`` (what decides a reward's scores, hashed
+without importing it: the gate's and a route's binding) and the library: ``text``, ``structured``, ``length``,
 ``code/`` (unit tests in a sandbox) and ``judge/`` (rubric judge). May import: ``skill.errors``,
 ``skill.models`` (the judge's model).
 """

@@ -73,6 +73,20 @@ def score_evaluation(
     return scores
 
 
+def is_evaluation(row: dict[str, Any]) -> bool:
+    """Whether a metrics.jsonl row is a held-out evaluation (TRL's eval_* log) rather than a training step.
+
+    >>> is_evaluation({"step": 0, "eval_loss": 0.0}), is_evaluation({"step": 1, "loss": 0.1})
+    (True, False)
+    """
+    return "eval_loss" in row
+
+
+def training_rows(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The training steps of a run's metrics, its held-out evaluations left out."""
+    return [row for row in metrics if not is_evaluation(row)]
+
+
 def held_out_scores(metrics: list[dict[str, Any]]) -> list[HeldOutScore]:
     """Every held-out score a run logged, oldest first (the ``held_out`` entries of its evaluation rows)."""
     return [HeldOutScore.model_validate(entry) for row in metrics for entry in row.get("held_out", [])]

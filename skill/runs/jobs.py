@@ -22,7 +22,7 @@ from skill.recipe.validation import validate_recipe
 from skill.runs import checks
 from skill.runs.engine_choice import ENGINES, engine_for
 from skill.runs.health import diagnose, headline, shape_of
-from skill.runs.held_out import HeldOutScore, held_out_scores
+from skill.runs.held_out import HeldOutScore, held_out_scores, training_rows
 from skill.runs.store import (
     FINAL_STATES,
     RunRecord,
@@ -136,10 +136,11 @@ def _refresh(directory: Path) -> RunRecord:
 def _status(directory: Path, points: int = 5) -> RunStatus:
     record = _refresh(directory)
     metrics = read_jsonl(directory / "metrics.jsonl")
-    step = metrics[-1]["step"] if metrics else 0
+    training = training_rows(metrics)  # s/step between training steps: the held-out evaluations are not steps
+    step = training[-1]["step"] if training else 0
     per_step = None
-    if len(metrics) >= 2:
-        per_step = (metrics[-1]["time"] - metrics[0]["time"]) / max(1, metrics[-1]["step"] - metrics[0]["step"])
+    if len(training) >= 2:
+        per_step = (training[-1]["time"] - training[0]["time"]) / max(1, training[-1]["step"] - training[0]["step"])
     planned = planned_steps(directory, record)
     eta = per_step * (planned - step) if per_step and planned and record.state == "running" else None
     warnings = []

@@ -6,7 +6,7 @@ from typing import Any
 
 from skill.inspection.gate import NOT_REVIEWED
 from skill.recipe.schema import GRPORecipe
-from skill.runs.held_out import HeldOutScore, held_out_scores, summary_line
+from skill.runs.held_out import HeldOutScore, held_out_scores, summary_line, training_rows
 
 
 def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -> str:
@@ -15,7 +15,7 @@ def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -
     ``metrics`` are metrics.jsonl's rows: training rows give the first and last windows of the training rewards
     (10 steps each, or half the run when shorter: they never overlap), evaluation rows the held-out scores.
     """
-    training = [row for row in metrics if "eval_loss" not in row]
+    training = training_rows(metrics)
     window = max(1, min(10, len(training) // 2))
     first, last = training[:window], training[-window:]
     lines = [

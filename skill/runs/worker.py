@@ -46,7 +46,7 @@ from skill.recipe.schema import GRPORecipe
 from skill.recipe.trl_contract import build_grpo_config
 from skill.rewards.registry import build_reward_functions
 from skill.runs import checkpoint_request
-from skill.runs.held_out import held_out_scores, score_evaluation, summary_line
+from skill.runs.held_out import held_out_scores, is_evaluation, score_evaluation, summary_line
 from skill.runs.model_card import model_card
 from skill.runs.plots import plot_reward_curve
 from skill.runs.rank_state import dump_rank_state, rank
@@ -146,8 +146,6 @@ def _make_callback(run_dir: Path, max_steps: int, recipe: GRPORecipe, heldout_pr
             self.trainer: Any = None
             self.started = time.time()
             self.max_steps = max_steps
-            # A resume re-runs eval_on_start at a step already evaluated before the kill: keep one row per step.
-            self.evaluated = {row["step"] for row in read_jsonl(run_dir / "metrics.jsonl") if "eval_loss" in row}
 
         def on_train_begin(self, args, state, control, **kwargs):
             """The planned length (from max_steps or the epochs) into the metrics header: run_status reads it."""
@@ -161,16 +159,13 @@ def _make_callback(run_dir: Path, max_steps: int, recipe: GRPORecipe, heldout_pr
         def log_evaluation(self, step: int, logs: dict[str, Any]) -> None:
             """TRL's held-out evaluation (eval_* keys) as its own row of metrics.jsonl, with each correctness reward's
             score and interval (``held_out``), and one progress line."""
-            if step in self.evaluated:
-                return
-            self.evaluated.add(step)
             scores = score_evaluation(step, logs, recipe.rewards, heldout_prompts, generations)
             row = {"step": step, "time": time.time(), **logs, "held_out": [score.model_dump() for score in scores]}
             append_jsonl(run_dir / "metrics.jsonl", row)
             print(evaluation_line(step, logs), flush=True)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "eval_loss" in logs and state.is_world_process_zero:
+            if logs and is_evaluation(logs) and state.is_world_process_zero:
                 self.log_evaluation(state.global_step, logs)
                 return
             if not logs or "loss" not in logs or not state.is_world_process_zero:
@@ -279,6 +274,10 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     evaluation_rows = heldout_sample(run_dir, recipe)
     if evaluation_rows:  # TRL scores them with the run's rewards every evaluation.every_steps (and before step 1)
         kwargs.update(recipe.evaluation.grpo_kwargs(kwargs, world_size))
+        # A resume keeps the killed attempt's score before step 1 (a trim never drops step 0): not scored again.
+        # Every rank reads the same answer, whenever rank 0 trims.
+        if any(is_evaluation(row) and row["step"] == 0 for row in read_jsonl(run_dir / "metrics.jsonl")):
+            kwargs["eval_on_start"] = False
     config, _ = build_grpo_config(kwargs, str(run_dir / "checkpoints"), on_target=True, target_world_size=world_size)
     checkpoint = latest_checkpoint(run_dir / "checkpoints") if resume else None
     if resume and writer:

@@ -56,7 +56,7 @@ def effective_rewards(rewards: list[RewardSpec], reward_weights: Sequence[float]
 def find_module(name: str) -> ModuleSpec | None:
     """Where a fresh interpreter would find module ``name``, found without importing it or its parents.
 
-    >>> find_module("skill.inspection.fingerprint").origin.endswith("fingerprint.py")
+    >>> find_module("skill.rewards.fingerprint").origin.endswith("fingerprint.py")
     True
     >>> find_module("skill.no_such_module") is None
     True
