@@ -130,12 +130,12 @@ EXAMPLE_RECIPE_REQUEST: dict[str, Any] = {
 async def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision:
     """Decide whether a task should use GRPO at all. Call it first.
 
-    Send `signal`; to measure, a `verifier` (reward spec) and a `probe`: the base model (local or cached, nothing
-    is downloaded) is sampled here, with progress; cancelling the call stops it.
+    Send `signal`; to measure, a `verifier` and a `probe` of 50+ samples (prompts x n). It decides when 95%
+    intervals clear the boundaries, else `sample-more`; the route holds for what it measured (`measured_on`).
 
-    Returns the route, reasons, evidence (pass@k, learnable fraction) and the decision `id`.
+    Returns route, reasons, evidence and `id`.
 
-    Next: if grpo, inspect_rewards and emit_grpo_config with route_decision_id=<id>; else next_skill.
+    Next: grpo: inspect_rewards, emit_grpo_config with route_decision_id=<id>; else next_step / next_skill.
     """
     progress = progress_reporter(ctx)
     return await until_cancelled(lambda should_stop: route_check(request, progress=progress, should_stop=should_stop))

@@ -356,7 +356,8 @@ def test_gate_names_the_reward_that_changed():
 
 @pytest.mark.slow
 def test_route_samples_are_reused_without_sampling_again(tiny_model_dir):
-    from skill.routing.route import ProbeSpec, RouteRequest, route_check
+    from skill.routing.probe import ProbeSpec
+    from skill.routing.route import RouteRequest, route_check
 
     rows = [{"prompt": f"question {i}", "mode": "coin"} for i in range(8)]
     verifier = RewardSpec(name="rewards_for_tests:by_mode", role="correctness")

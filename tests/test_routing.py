@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from skill.errors import SkillError
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import pass_at_k
-from skill.routing.route import ProbeSpec, RouteRequest, load_route, route_check
+from skill.routing.probe import ProbeSpec
+from skill.routing.route import RouteRequest, load_route, route_check
 
 BY_MODE = RewardSpec(name="rewards_for_tests:by_mode", role="correctness")
 
@@ -62,6 +63,7 @@ def test_pass_at_k_matches_brute_force_over_all_subsets():
         ({"prompts": ["x"], "n": 4, "k": 5}, "k=5 must be between 1 and n=4"),
         ({}, "exactly one of prompts, rows or dataset"),
         ({"dataset": "/nonexistent/file.jsonl"}, "not a readable"),
+        ({"prompts": ["x"] * 6}, r"6 prompts x n=8 = 48 samples: too few .* at least 7 prompts at n=8"),
     ],
 )
 def test_bad_probes_are_refused_with_the_reason(probe, message, tiny_model_dir):
@@ -79,7 +81,7 @@ def test_unknown_signal_and_probe_without_verifier():
 
 
 def test_verifier_column_missing_from_the_rows(tiny_model_dir):
-    probe = ProbeSpec(model=str(tiny_model_dir), prompts=["a", "b"], max_new_tokens=4)
+    probe = ProbeSpec(model=str(tiny_model_dir), prompts=["a", "b"] * 4, max_new_tokens=4)
     with pytest.raises(SkillError, match="cannot score these rows|failed on every sample"):
         route_check(RouteRequest(signal="exact_answer", verifier=BY_MODE, probe=probe))
 
@@ -96,31 +98,38 @@ def probe(tiny_model_dir, *modes, **extra):
 
 @pytest.mark.slow
 def test_never_succeeds_routes_to_sft_after_a_low_temperature_reprobe(tiny_model_dir):
-    decision = probe(tiny_model_dir, "fail", "fail", "fail")
+    decision = probe(tiny_model_dir, *["fail"] * 7)
     assert decision.route == "lora-qlora-recipes" and decision.next_skill == "lora-qlora-recipes"
     assert decision.evidence.temperatures == [1.0, 0.2]
     assert decision.evidence.pass_at_1 == 0
+    assert decision.pass_at_1_interval[1] < 0.05  # 0 of 112: both rounds count
+    assert "over 112 samples" in decision.reasons[0]
 
 
 @pytest.mark.slow
 def test_always_succeeds_is_not_worth_rl(tiny_model_dir):
-    decision = probe(tiny_model_dir, "pass", "pass", "pass", "pass")
+    few = probe(tiny_model_dir, *["pass"] * 8)  # 8 prompts cannot bound the learnable fraction below 0.1
+    assert few.route == "sample-more" and few.provisional and few.decisive_num_prompts == 35
+    assert few.next_step.startswith("Probe again with num_prompts=35 at n=8: 35 prompts x 8 x 8 tokens: about")
+    decision = probe(tiny_model_dir, *["pass"] * 40, n=2, num_prompts=40)
     assert decision.route == "not-worth-rl" and decision.evidence.learnable_fraction == 0
+    assert decision.learnable_fraction_interval[1] < 0.1 < few.learnable_fraction_interval[1]
     assert "harder prompts or a stricter verifier" in decision.next_step
 
 
 @pytest.mark.slow
 def test_known_pattern_gives_grpo_with_the_right_learnable_fraction(tiny_model_dir):
-    decision = probe(tiny_model_dir, "pass", "fail", "coin", "coin", "coin", "fail", n=8)
+    decision = probe(tiny_model_dir, "pass", "fail", "coin", "coin", "coin", "fail", "fail", n=8)
     evidence = decision.evidence
     assert decision.route == "grpo"
     successes = evidence.per_prompt_successes
     assert successes[0] == 8 and successes[1] == 0 and successes[5] == 0
     mixed = [i for i, s in enumerate(successes) if 0 < s < 8]
     assert set(mixed) <= {2, 3, 4} and evidence.learnable_prompt_indices == mixed
-    assert evidence.learnable_fraction == pytest.approx(len(mixed) / 6)
+    assert evidence.learnable_fraction == pytest.approx(len(mixed) / 7)
     saved, samples = load_route(decision.id)
-    assert saved == decision and len(samples) == 6 * 8
+    assert saved == decision and len(samples) == 7 * 8
+    assert decision.measured_on.model == str(tiny_model_dir) and decision.measured_on.verifier == BY_MODE.name
     assert sum(sample["score"] for sample in samples if sample["prompt_index"] == 2) == successes[2]
     learnable = [json.loads(line) for line in Path(decision.learnable_dataset).read_text().splitlines()]
     assert [row["prompt"][0]["content"] for row in learnable] == [f"question {i}" for i in mixed]
@@ -147,7 +156,7 @@ def test_mcp_route_check_reports_progress(tiny_model_dir):
                         "verifier": BY_MODE.model_dump(),
                         "probe": {
                             "model": str(tiny_model_dir),
-                            "rows": rows("pass", "coin"),
+                            "rows": rows("pass", *["coin"] * 6),
                             "n": 8,
                             "max_new_tokens": 4,
                         },
@@ -159,7 +168,7 @@ def test_mcp_route_check_reports_progress(tiny_model_dir):
     result = asyncio.run(go())
     assert not result.is_error, result.content
     assert result.structured_content["route"] == "grpo"
-    assert updates and updates[-1][0] == updates[-1][1] == 16
+    assert updates and updates[-1][0] == updates[-1][1] == 56
 
 
 def test_cli_route_without_a_probe():
@@ -255,7 +264,7 @@ def test_declared_pass_rate_decides_marked_declared_and_still_asks_for_a_measure
     declared = {"pass_rate": 0.3, "n": 100, "source": "our unit-test eval of the base model, 2026-11-30"}
     decision = route_check(RouteRequest(signal="unit_tests", declared=declared))
     assert (decision.route, decision.basis, decision.provisional) == ("grpo", "declared", False)
-    assert decision.declared.successes == 30
+    assert decision.declared.successes == 30 and decision.measured_on is None
     low, high = decision.declared.interval_95
     assert low == pytest.approx(0.219, abs=1e-3) and high == pytest.approx(0.396, abs=1e-3)
     assert "not measured here" in decision.reasons[0] and declared["source"] in decision.reasons[0]
@@ -267,20 +276,49 @@ def test_declared_pass_rate_decides_marked_declared_and_still_asks_for_a_measure
 
 
 @pytest.mark.parametrize(
-    ("declared", "route", "provisional"),
+    ("declared", "route", "decisive_prompts"),
     [
-        ({"pass_rate": 0.0, "n": 200}, "lora-qlora-recipes", False),  # never succeeded: the same rule as a probe
-        ({"pass_rate": 0.93, "n": 30}, "grpo", True),  # the interval (0.79-0.98) straddles 0.9: undecided
-        ({"pass_rate": 0.97, "n": 500}, "grpo", True),  # surely above 0.9, but mixed groups unknown
-        ({"pass_rate": 0.97, "n": 500, "learnable_fraction": 0.05}, "not-worth-rl", False),
-        ({"pass_rate": 0.97, "n": 500, "learnable_fraction": 0.4}, "grpo", True),
+        ({"pass_rate": 0.0, "n": 200}, "lora-qlora-recipes", None),  # 0 of 200: below 0.05 at 95%
+        ({"pass_rate": 0.0, "n": 30}, "sample-more", 10),  # 0 of 30 still allows 0.11; 80 samples would not
+        ({"pass_rate": 1 / 48, "n": 48}, "sample-more", 29),  # the thin gsm8k probe: 232 samples would decide
+        ({"pass_rate": 0.93, "n": 30}, "sample-more", 38),  # the interval reaches 0.9, mixed groups unknown
+        ({"pass_rate": 0.97, "n": 500}, "sample-more", 38),  # surely above 0.9, but mixed groups unknown
+        ({"pass_rate": 0.97, "n": 500, "learnable_fraction": 0.05, "prompts": 250}, "not-worth-rl", None),
+        ({"pass_rate": 0.97, "n": 500, "learnable_fraction": 0.05, "prompts": 20}, "sample-more", 155),
+        ({"pass_rate": 0.97, "n": 500, "learnable_fraction": 0.4, "prompts": 100}, "grpo", None),
     ],
 )
-def test_declared_evidence_uses_the_probe_thresholds_through_its_interval(declared, route, provisional):
+def test_declared_evidence_decides_by_the_probe_rule_through_its_intervals(declared, route, decisive_prompts):
     decision = route_check(RouteRequest(signal="math_answer", declared={**declared, "source": "my evaluation"}))
-    assert (decision.route, decision.provisional, decision.basis) == (route, provisional, "declared")
+    assert (decision.route, decision.basis) == (route, "declared")
+    assert decision.provisional == (route == "sample-more") and decision.decisive_num_prompts == decisive_prompts
+    assert decision.pass_at_1_interval == decision.declared.interval_95
+    if route == "sample-more":
+        assert f"Probe again with num_prompts={decisive_prompts} at n=8" in decision.next_step
     if route == "lora-qlora-recipes":
         assert decision.handover.method == "SFT" and "run route_check again" in " ".join(decision.handover.steps)
+
+
+@pytest.mark.parametrize(
+    ("pass_rate", "learnable", "route"),
+    [
+        ((0, 64), (0, 8), "sample-more"),  # 0 of 64 still allows 0.057: one round is not enough
+        ((0, 128), (0, 8), "lora-qlora-recipes"),  # 0 of 128 (both rounds of a default probe): below 0.03
+        ((1, 56), (1, 7), "sample-more"),  # 0.00-0.09 straddles 0.05
+        ((8, 56), (3, 7), "grpo"),  # 0.07-0.26: above 0.05, below 0.9
+        ((64, 64), (0, 8), "sample-more"),  # sure of 0.9, but 0 of 8 prompts allows a learnable 0.32
+        ((64, 64), (0, 40), "not-worth-rl"),
+        ((60, 64), (4, 8), "grpo"),  # mostly right, half the prompts mixed: GRPO has signal
+        ((58, 64), (1, 8), "sample-more"),  # 0.81-0.96 straddles 0.9 with few mixed
+    ],
+)
+def test_the_routing_rule_at_its_boundaries(pass_rate, learnable, route):
+    from skill.routing.interval_rule import Rate, decide
+
+    verdict = decide(Rate(*pass_rate, "samples"), Rate(*learnable, "prompts"))
+    assert verdict.route == route, verdict.reasons
+    if route == "sample-more":
+        assert verdict.prompts_to_decide(8) is None or verdict.prompts_to_decide(8) > learnable[1]
 
 
 @pytest.mark.parametrize(
@@ -291,6 +329,7 @@ def test_declared_evidence_uses_the_probe_thresholds_through_its_interval(declar
         ({"pass_rate": 0.3, "source": "eval"}, "n\n  Field required"),
         ({"pass_rate": 0.3, "n": 100}, "source\n  Field required"),
         ({"pass_rate": 0.3, "n": 100, "source": "eval", "samples": 5}, "Extra inputs are not permitted"),
+        ({"pass_rate": 0.3, "n": 100, "source": "eval", "learnable_fraction": 0.2}, "learnable_fraction needs prompts"),
     ],
 )
 def test_bad_declared_evidence_is_refused_with_the_field(declared, message):
@@ -377,3 +416,46 @@ def test_the_default_probe_is_sized_for_a_minute_and_larger_ones_are_estimated()
     by_size = {(e.num_prompts, e.n, e.max_new_tokens): e.seconds for e in decision.probe_estimates}
     assert by_size[(8, 8, 32)] <= 60 and by_size[(32, 8, 256)] > 30 * 60  # what the old default cost here
     assert "nothing is downloaded" in ProbeSpec.model_fields["model"].description
+
+
+def test_a_measured_route_holds_only_for_its_model_data_and_verifier(tiny_model_dir, tmp_path):
+    from skill.hardware.specs import HardwareSpec
+    from skill.inspection.run import inspect_rewards
+    from skill.inspection.schema import InspectionRequest
+    from skill.recipe.emit import RecipeRequest, emit_grpo_config
+    from skill.recipe.schema import DatasetSpec, ModelSpec
+
+    data = tmp_path / "modes.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows("pass", "fail", *["coin"] * 5)))
+    probe = ProbeSpec(model=str(tiny_model_dir), dataset=str(data), max_new_tokens=4)
+    decision = route_check(RouteRequest(signal="exact_answer", verifier=BY_MODE, probe=probe))
+    assert decision.route == "grpo", decision.reasons
+    assert (decision.measured_on.model, decision.measured_on.dataset) == (str(tiny_model_dir), str(data))
+
+    def emit(model=str(tiny_model_dir), dataset=str(data), rewards=(BY_MODE,)):
+        return emit_grpo_config(
+            RecipeRequest(
+                model=ModelSpec(name=model),
+                hardware=HardwareSpec(accelerator="cpu"),
+                method="full",
+                rewards=list(rewards),
+                dataset=DatasetSpec(name=dataset),
+                route_decision_id=decision.id,
+            )
+        )
+
+    line = next(line for line in emit().provenance.validation if line.startswith(f"Route {decision.id}"))
+    assert "95% interval" in line and "measured on this model, data and verifier" in line
+    emit(rewards=(BY_MODE.model_copy(update={"weight": 0.5}), RewardSpec(name="format", role="format", weight=0.1)))
+    emit(dataset=decision.learnable_dataset)  # the route's own learnable subset is its data
+    exact = RewardSpec(name="exact_match", role="correctness")
+    for kwargs, what in (
+        ({"model": "embedded:SmolLM2-135M-Instruct"}, "model '"),
+        ({"dataset": "embedded:addition"}, "dataset '"),
+        ({"rewards": (exact,)}, "verifier 'rewards_for_tests:by_mode'"),
+    ):
+        with pytest.raises(SkillError, match=f"was measured on something else: {what}") as refused:
+            emit(**kwargs)
+        assert "Run route_check again" in refused.value.fix
+    with pytest.raises(SkillError, match="not among this inspection's correctness rewards"):
+        inspect_rewards(InspectionRequest(rewards=[exact], route_decision_id=decision.id))

@@ -25,7 +25,8 @@ from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, GRPORecipe, ModelSpec
 from skill.rewards.spec import RewardSpec
-from skill.routing.route import ProbeSpec, RouteDecision, RouteRequest, route_check
+from skill.routing.probe import ProbeSpec
+from skill.routing.route import RouteDecision, RouteRequest, route_check
 from skill.runs.held_out import HeldOutScore, is_evaluation, summary_line, training_rows
 from skill.runs.jobs import RunRequest, RunStatus, run_grpo, run_status
 from skill.runs.store import read_jsonl

@@ -29,7 +29,6 @@ from skill.inspection.reports import (
 )
 from skill.inspection.schema import (
     MAX_SAMPLES,
-    MIN_SAMPLES,
     Flag,
     InspectionReport,
     InspectionRequest,
@@ -41,7 +40,10 @@ from skill.inspection.schema import (
 from skill.inspection.scoring import score_fresh
 from skill.rewards.fingerprint import reward_fingerprint
 from skill.rewards.spec import RewardSpec
-from skill.routing.route import ProbeSpec, load_route, probe_rows
+from skill.routing.evidence import MIN_SAMPLES
+from skill.routing.probe import ProbeSpec, probe_rows
+from skill.routing.route import load_route
+from skill.routing.subject import check_inspection_subject
 from skill.sampling import Progress, SamplingSettings, sample_completions
 from skill.state import new_id
 
@@ -52,7 +54,9 @@ def _collect(
     if request.samples is not None:
         return request.samples, "supplied"
     if request.route_decision_id is not None:
-        _decision, saved = load_route(request.route_decision_id)
+        decision, saved = load_route(request.route_decision_id)
+        if decision.measured_on is not None:
+            check_inspection_subject(decision.id, decision.measured_on, request.rewards)
         samples = [
             SuppliedSample(
                 prompt=s["prompt"],

@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.rewards.spec import RewardSpec
 
-MIN_SAMPLES = 50
 MAX_SAMPLES = 100
 
 

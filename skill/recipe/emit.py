@@ -49,7 +49,7 @@ from skill.recipe.variants import VARIANTS_BY_NAME, apply_variants
 from skill.rewards.composite import check_composite
 from skill.rewards.registry import registered_reward
 from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
-from skill.routing.route import load_route
+from skill.routing.route import route_for_recipe
 
 EMBEDDED_PARAMETERS_B = 0.135  # SmolLM2-135M-Instruct
 
@@ -368,23 +368,9 @@ def _attach_inspection(recipe: GRPORecipe) -> None:
 
 
 def _attach_route(recipe: GRPORecipe, route_id: str) -> None:
-    decision, _samples = load_route(route_id)
-    if decision.route != "grpo":
-        raise SkillError(
-            f"Route decision {route_id} routed this task to {decision.route!r}, not GRPO: {decision.reasons[0]}",
-            f"Follow its next step ({decision.next_step}) or run route_check again.",
-        )
+    line = route_for_recipe(route_id, recipe.model.name, recipe.dataset.name, recipe.rewards)
     recipe.provenance.route_decision = route_id
-    line = f"Route {route_id}: grpo" + (" (provisional: the base model was not probed)" if decision.provisional else "")
-    if decision.evidence is not None:
-        line += (
-            f"; pass@1 {decision.evidence.pass_at_1:.2f}, learnable fraction {decision.evidence.learnable_fraction:.2f}"
-        )
-    if decision.learnable_dataset:
-        line += (
-            f"; the learnable prompts are in {decision.learnable_dataset} (send it as dataset.name to train on them)"
-        )
-    recipe.provenance.validation.append(line + ".")
+    recipe.provenance.validation.append(line)
 
 
 def _emit_auto(request: RecipeRequest) -> GRPORecipe:

@@ -8,10 +8,11 @@ rest; the worker writes those rows to metrics.jsonl beside the training rows wit
 reward's score and interval (skill.runs.held_out), where run_status, the card and the health checks
 read them (skill.runs.reward_checks compares training with held-out).
 
-Every run is scored before its first step and after its last (the worker adds a final evaluation when the
-last step is not on the interval). Default (``plan_evaluation``): runs of at least 16 steps also score every
-max_steps // 8 steps (fewer points cannot show a held-out peak and fall), on 16 prompts x 2 completions on
-a CPU (32 completions, two CPU demo steps' worth of generation, no backward pass: about a tenth of the run)
+Every run is scored before its first step (``eval_on_start``) and after its last (transformers' Trainer
+evaluates a last step off the interval itself). Default (``plan_evaluation``): runs of at least 16 steps
+also score every max_steps // 8 steps (fewer points cannot show a held-out peak and fall), on 16 prompts x 2
+completions on a CPU (32 completions, two CPU demo steps' worth of generation, no backward pass: about a tenth
+of the run)
 and 32 x 4 on GPUs.
 """
 

@@ -12,8 +12,8 @@ A user reward's module is checked against the allowlist before anything about it
 here imports user code, so read-only tools may call it. The project's own library rewards are located
 through the registry (the project's code, imported as usual).
 
-Owns: ``reward_fingerprint``, ``effective_rewards``, ``source_closure``, ``find_module``. May import:
-``rewards`` (registry, spec), ``errors``.
+Owns: ``reward_fingerprint``, ``verifier_fingerprint``, ``effective_rewards``, ``source_closure``,
+``find_module``. May import: ``rewards`` (registry, spec), ``errors``.
 """
 
 from __future__ import annotations
@@ -200,6 +200,18 @@ def _part(spec: RewardSpec) -> str:
         hashes["wrapped"] = _part(RewardSpec.model_validate({"role": "correctness", **wrapped}))
     payload = {"spec": spec.model_dump(mode="json"), "sources": hashes, "versions": _versions(installed)}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def verifier_fingerprint(spec: RewardSpec) -> str:
+    """What one reward judges, whatever weight it is given (its part at weight 1.0): a route measured with a
+    verifier matches the same reward in a recipe or an inspection.
+
+    >>> a = RewardSpec(name="format", role="format")
+    >>> b, c = a.model_copy(update={"weight": 0.2}), a.model_copy(update={"params": {"pattern": "x"}})
+    >>> verifier_fingerprint(a) == verifier_fingerprint(b) != verifier_fingerprint(c)
+    True
+    """
+    return _part(spec.model_copy(update={"weight": 1.0}))
 
 
 def reward_fingerprint(specs: list[RewardSpec]) -> tuple[str, dict[str, str]]:

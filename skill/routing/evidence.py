@@ -6,6 +6,10 @@ import math
 
 from pydantic import BaseModel, Field
 
+# The fewest scored samples a probe decides from; the same floor as the reward read (inspection imports it), since
+# inspect_rewards reads a probe's own samples: the seed's 50-100-sample read.
+MIN_SAMPLES = 50
+
 
 class RouteEvidence(BaseModel):
     """What the probe measured."""

@@ -51,12 +51,24 @@ class Rate(NamedTuple):
 
 
 class Verdict(NamedTuple):
-    """What the evidence decides: a route, why, and for 'sample-more' the size that would decide."""
+    """What the evidence decides: a route, why, from what, and for 'sample-more' the size that would decide."""
 
     route: str  # grpo | lora-qlora-recipes | not-worth-rl | sample-more
     reasons: list[str]
+    pass_rate: Rate
+    learnable: Rate | None = None
     samples_needed: int | None = None  # sample-more on pass@1: samples (prompts x n) that would decide
     prompts_needed: int | None = None  # sample-more on the learnable fraction: prompts that would decide
+
+    def prompts_to_decide(self, n: int) -> int | None:
+        """For 'sample-more': the prompts (at n samples each) that would decide; None when no size does.
+
+        >>> Verdict("sample-more", [], Rate(1, 48, "samples"), samples_needed=232).prompts_to_decide(8)
+        29
+        """
+        if self.prompts_needed is not None:
+            return self.prompts_needed
+        return math.ceil(self.samples_needed / n) if self.samples_needed is not None else None
 
 
 def straddles(rate: Rate, boundary: float) -> bool:
@@ -107,41 +119,50 @@ def decide(pass_rate: Rate, learnable: Rate | None) -> Verdict:
                 f"The base model (almost) never succeeds ({measured}): below {MIN_PASS:.2f}, most GRPO groups hold "
                 "no success to learn from; RL sharpens a capability, it cannot install one."
             ],
+            pass_rate,
+            learnable,
         )
     if pass_low < MIN_PASS:
-        return _sample_more(pass_rate, MIN_PASS, measured, "whether the model succeeds often enough for GRPO")
+        return _sample_more(pass_rate, learnable, pass_rate, MIN_PASS, "whether the model succeeds often enough")
     few_mixed = learnable is not None and learnable.interval[1] < FEW_MIXED
     if pass_high < ALMOST_ALWAYS or (learnable is not None and learnable.interval[0] >= FEW_MIXED):
         reasons = [f"The base model succeeds sometimes, inconsistently ({measured}): the case GRPO is for."]
         if few_mixed:
             reasons.append("Few prompts have mixed outcomes: train on the learnable ones or raise num_generations.")
-        return Verdict("grpo", reasons)
+        return Verdict("grpo", reasons, pass_rate, learnable)
     if pass_low >= ALMOST_ALWAYS and few_mixed:
         return Verdict(
             "not-worth-rl",
             [f"The base model almost always succeeds with almost no mixed groups ({measured}): GRPO has no signal."],
+            pass_rate,
+            learnable,
         )
     if learnable is None:
+        fewest = size_that_decides(Rate(0, 1, "prompts"), FEW_MIXED)  # the fewest that can show it below FEW_MIXED
         return Verdict(
             "sample-more",
             [
                 f"The pass rate reaches {ALMOST_ALWAYS:.2f} ({measured}), where a task may not be worth RL, and no "
                 "learnable fraction was measured: a probe (several samples per prompt) shows how many prompts have "
-                "mixed outcomes."
+                f"mixed outcomes, from at least {fewest} prompts."
             ],
+            pass_rate,
+            prompts_needed=fewest,
         )
     if pass_low >= ALMOST_ALWAYS:  # the learnable fraction straddles FEW_MIXED
-        return _sample_more(learnable, FEW_MIXED, measured, "whether enough prompts have mixed outcomes")
-    return _sample_more(pass_rate, ALMOST_ALWAYS, measured, "whether the model almost always succeeds")
+        return _sample_more(pass_rate, learnable, learnable, FEW_MIXED, "whether enough prompts have mixed outcomes")
+    return _sample_more(pass_rate, learnable, pass_rate, ALMOST_ALWAYS, "whether the model almost always succeeds")
 
 
-def _sample_more(rate: Rate, boundary: float, measured: str, question: str) -> Verdict:
+def _sample_more(pass_rate: Rate, learnable: Rate | None, rate: Rate, boundary: float, question: str) -> Verdict:
+    """'sample-more' because ``rate``'s interval straddles ``boundary``, with the size that would decide."""
+    measured = pass_rate.describe("pass@1") + (f"; {learnable.describe('learnable fraction')}" if learnable else "")
     size = size_that_decides(rate, boundary)
     reason = f"Too little evidence to decide {question} ({measured}): the interval straddles {boundary:.2f}"
     if size is None:
         reasons = [f"{reason}, and the rate sits so near it that no probe size decides; decide on other grounds."]
-        return Verdict("sample-more", reasons)
+        return Verdict("sample-more", reasons, pass_rate, learnable)
     reasons = [f"{reason}; about {size} {rate.unit} at this rate would decide."]
     if rate.unit == "prompts":
-        return Verdict("sample-more", reasons, prompts_needed=size)
-    return Verdict("sample-more", reasons, samples_needed=size)
+        return Verdict("sample-more", reasons, pass_rate, learnable, prompts_needed=size)
+    return Verdict("sample-more", reasons, pass_rate, learnable, samples_needed=size)

@@ -2,33 +2,50 @@
 
 GRPO sharpens a capability the model already has; it cannot install one from zero. So with a
 verifier, the base model is sampled (n completions per prompt, at the training temperature, and
-again at a low temperature if nothing succeeds) and the decision rests on what it did: never
-succeeds -> SFT first; succeeds sometimes, inconsistently -> GRPO; succeeds almost always with
-almost no mixed groups -> not worth RL as posed. A pass rate the caller already measured (declared
-evidence) decides with the same thresholds, read through its interval, and is marked as declared.
-A route away from GRPO hands over a starting point in the next skill (skill.routing.handover).
+again at a low temperature if nothing succeeds; at least MIN_SAMPLES in all, the reward read's floor,
+so inspect_rewards can read the probe's own samples) and the decision rests on what it did, read
+through 95% intervals (skill.routing.interval_rule): never succeeds -> SFT first; succeeds sometimes,
+inconsistently -> GRPO; succeeds almost always with almost no mixed groups -> not worth RL as posed;
+an interval across a boundary -> sample more, with the probe size that would decide. A pass rate the
+caller already measured (declared evidence) decides by the same rule and is marked as declared. A
+measured decision is bound to its model, dataset and verifier (skill.routing.subject). A route away
+from GRPO hands over a starting point in the next skill (skill.routing.handover).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
 from skill.models.sources import EMBEDDED_MODEL_ID
-from skill.rewards.base import call_reward
-from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec
-from skill.routing.declared import DeclaredEvidence, DeclaredSummary, compare_with_measured, decide_declared, summarise
-from skill.routing.evidence import RouteEvidence, probe_evidence
+from skill.routing.declared import (
+    AFTER_DECLARED,
+    DeclaredEvidence,
+    DeclaredSummary,
+    compare_with_measured,
+    declared_verdict,
+    summarise,
+)
+from skill.routing.evidence import RouteEvidence
 from skill.routing.handover import Handover, handover_for
-from skill.routing.probe_time import DEFAULT_PROBE, LARGER_PROBES, ProbeEstimate, estimate_from, probe_advice
-from skill.sampling import Progress, Prompt, SamplingSettings, ShouldStop, sample_completions, stop_if_asked
+from skill.routing.interval_rule import Rate, Verdict, decide
+from skill.routing.probe import ProbeSpec, run_probe
+from skill.routing.probe_time import (
+    DEFAULT_PROBE,
+    LARGER_PROBES,
+    ProbeEstimate,
+    describe,
+    estimate_before,
+    estimate_from,
+    probe_advice,
+)
+from skill.routing.subject import RouteSubject, check_recipe_subject, measured_subject
+from skill.sampling import Progress, ShouldStop
 from skill.state import new_id, state_dir, validate_identifier, write_atomically
 
 SignalKind = Literal[
@@ -42,51 +59,15 @@ SignalKind = Literal[
     "human_judgment",
 ]
 VERIFIABLE: tuple[str, ...] = ("unit_tests", "parser_schema", "tool_call_schema", "math_answer", "exact_answer")
-Route = Literal["grpo", "lora-qlora-recipes", "preference-optimization", "eval-harness-first", "not-worth-rl"]
-ALMOST_ALWAYS = 0.9  # pass@1 at or above this, with ...
-FEW_MIXED = 0.1  # ... a learnable fraction below this: not worth RL as posed
-LOW_TEMPERATURE = 0.2
-
-
-class ProbeSpec(BaseModel):
-    """Sample the base model on the task's prompts and score the samples with the verifier."""
-
-    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
-
-    model: str = Field(
-        default=EMBEDDED_MODEL_ID,
-        description="A local model directory, a hub id already in the local cache (nothing is downloaded), or the "
-        "embedded id.",
-    )
-    prompts: list[Prompt] | None = Field(default=None, description="Prompts (text or chat messages), no columns.")
-    rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and verifier columns.")
-    dataset: str | None = Field(default=None, description="A .jsonl/.json/.csv/.parquet file or 'embedded:addition'.")
-    prompt_column: str = "prompt"
-    num_prompts: int = Field(
-        default=DEFAULT_PROBE[0],
-        gt=0,
-        description="Prompts to probe (the first ones). The defaults (8 x 8 x 32 tokens) take about 30 s per round "
-        "for the embedded model on 2 CPU cores; time grows with prompts x n x tokens x (1 + tokens/40) and the "
-        "model's size (32 x 8 x 256 takes about an hour there): the decision estimates larger probes.",
-    )
-    n: int = Field(default=8, description="Completions per prompt; 8 is GRPO's group size, fewer warns.")
-    k: int | None = Field(default=None, description="Largest k for pass@k (default n).")
-    temperature: float = Field(default=1.0, gt=0, description="The training temperature.")
-    low_temperature: float = Field(default=LOW_TEMPERATURE, ge=0, description="Re-probe here if nothing succeeds.")
-    max_new_tokens: int = Field(default=DEFAULT_PROBE[2], gt=0, description="Completion budget per sample.")
-    seed: int = 3407
-    success_threshold: float = Field(default=1.0, description="A sample passes when the verifier gives at least this.")
-
-    @model_validator(mode="after")
-    def _one_source(self) -> ProbeSpec:
-        sources = [self.prompts is not None, self.rows is not None, self.dataset is not None]
-        if sum(sources) != 1:
-            raise ValueError("send exactly one of prompts, rows or dataset")
-        if self.n < 2:
-            raise ValueError(f"n={self.n}: pass rates and mixed groups need at least 2 samples per prompt")
-        if self.k is not None and not 1 <= self.k <= self.n:
-            raise ValueError(f"k={self.k} must be between 1 and n={self.n}")
-        return self
+Route = Literal[
+    "grpo", "lora-qlora-recipes", "preference-optimization", "eval-harness-first", "not-worth-rl", "sample-more"
+]
+NEXT_STEP = {  # by route, for measured evidence
+    "grpo": "Inspect the rewards on these samples (inspect_rewards with route_decision_id), then emit the config.",
+    "lora-qlora-recipes": "Fine-tune on demonstrations first (SFT), then probe again: come back when the model "
+    "succeeds sometimes.",
+    "not-worth-rl": "Use harder prompts or a stricter verifier, then probe again.",
+}
 
 
 class RouteRequest(BaseModel):
@@ -112,8 +93,8 @@ class RouteDecision(BaseModel):
     id: str
     route: Route
     provisional: bool = Field(
-        description="True when the evidence cannot decide yet: nothing measured or declared, or a declared rate "
-        "whose interval straddles a threshold."
+        description="True when the evidence cannot decide yet: nothing measured or declared, or 'sample-more' (an "
+        "interval straddles a boundary)."
     )
     basis: Literal["signal", "unmeasured", "declared", "measured"] = Field(
         description="What decided: the feedback kind alone, nothing yet, a pass rate you declared (not checked "
@@ -121,6 +102,22 @@ class RouteDecision(BaseModel):
     )
     reasons: list[str]
     evidence: RouteEvidence | None = None
+    pass_at_1_interval: tuple[float, float] | None = Field(
+        default=None, description="95% (Wilson) interval of the measured or declared pass@1."
+    )
+    learnable_fraction_interval: tuple[float, float] | None = Field(
+        default=None, description="95% (Wilson) interval of the learnable fraction, over prompts, when known."
+    )
+    decisive_num_prompts: int | None = Field(
+        default=None,
+        description="For 'sample-more': the num_prompts (at the probe's n) that would decide at the rate seen; None "
+        "when the rate sits on a boundary.",
+    )
+    measured_on: RouteSubject | None = Field(
+        default=None,
+        description="What a measured route was measured on: a recipe or inspection for another model, dataset or "
+        "verifier is refused.",
+    )
     declared: DeclaredSummary | None = None
     handover: Handover | None = Field(default=None, description="A starting point in the skill routed to.")
     probe_estimates: list[ProbeEstimate] = Field(
@@ -136,114 +133,35 @@ class RouteDecision(BaseModel):
     )
 
 
-def probe_rows(probe: ProbeSpec) -> list[dict[str, Any]]:
-    """The rows a probe samples: its first ``num_prompts``, each holding the prompt column.
+def measured_verdict(evidence: RouteEvidence) -> Verdict:
+    """The route from a probe: pass@1 over its samples (over both rounds when neither found a success: all are
+    evidence the model fails) and the learnable fraction over its prompts.
 
-    A dataset's rows keep their own column names (the learnable rows are written back as they came).
-
-    >>> [row["q"] for row in probe_rows(ProbeSpec(prompts=["a", "b", "c"], prompt_column="q", num_prompts=2))]
-    ['a', 'b']
+    >>> measured_verdict(probe_evidence([0] * 8, 8, None, [1.0, 0.2], 1.0)).route
+    'lora-qlora-recipes'
+    >>> measured_verdict(probe_evidence([1] + [0] * 6, 8, None, [1.0], 1.0)).route  # 1 in 56: sample more
+    'sample-more'
     """
-    if probe.prompts is not None:
-        rows = [{probe.prompt_column: prompt} for prompt in probe.prompts]
-    elif probe.rows is not None:
-        rows = probe.rows
-    else:
-        rows = load_rows(DatasetSpec(name=probe.dataset or ""), limit=probe.num_prompts)
-    rows = rows[: probe.num_prompts]
-    if not rows:
-        raise SkillError("The probe has no prompts.", "Send prompts, rows or a non-empty dataset.")
-    missing = [index for index, row in enumerate(rows) if probe.prompt_column not in row]
-    if missing:
-        raise SkillError(
-            f"Rows {missing[:5]} lack the prompt column {probe.prompt_column!r}.", "Send prompt_column or fix rows."
-        )
-    return rows
+    successes = sum(evidence.per_prompt_successes)
+    rounds = len(evidence.temperatures) if successes == 0 else 1
+    pass_rate = Rate(successes, evidence.prompts * evidence.n * rounds, "samples")
+    return decide(pass_rate, Rate(len(evidence.learnable_prompt_indices), evidence.prompts, "prompts"))
 
 
-def _score(verifier: RewardSpec, rows: list[dict[str, Any]], groups: list[Any], probe: ProbeSpec) -> list[list[float]]:
-    function = build_reward_function(verifier)
-    prompts, completions, columns = [], [], {}
-    for group in groups:
-        row = rows[group.prompt_index]
-        for completion in group.completions:
-            prompts.append(group.prompt)
-            completions.append(completion)
-            for key, value in row.items():
-                if key != probe.prompt_column:
-                    columns.setdefault(key, []).append(value)
-    try:
-        scores = call_reward(function, prompts, completions, **columns)
-    except TypeError as exc:  # a verifier needing a column the rows lack
-        raise SkillError(f"The verifier cannot score these rows: {exc}.", "Send rows with its columns.") from None
-    failures = getattr(function, "failures", 0)
-    if failures and failures == len(completions):
-        errors = "; ".join(getattr(function, "last_errors", [])[:2])
-        raise SkillError(f"The verifier failed on every sample ({errors}).", "Send rows with the columns it reads.")
-    flat = [0.0 if score is None else float(score) for score in scores]
-    return [flat[i * probe.n : (i + 1) * probe.n] for i in range(len(groups))]
+def sample_more_step(prompts: int | None, n: int, estimate: ProbeEstimate | None) -> str:
+    """The next step of a 'sample-more' decision: the probe that would decide (``prompts`` at ``n``), or, when
+    none does, what to do instead.
 
-
-def _probe(
-    request: RouteRequest, progress: Progress | None, should_stop: ShouldStop | None
-) -> tuple[RouteEvidence, list[dict[str, Any]], list[dict[str, Any]]]:
-    probe, verifier = request.probe, request.verifier
-    assert probe is not None and verifier is not None
-    rows = probe_rows(probe)
-    prompts = [row[probe.prompt_column] for row in rows]
-    started = time.perf_counter()
-    temperatures, samples = [], []
-    for temperature in (probe.temperature, probe.low_temperature):
-        settings = SamplingSettings(
-            n=probe.n, temperature=temperature, max_new_tokens=probe.max_new_tokens, seed=probe.seed
-        )
-        groups = sample_completions(probe.model, prompts, settings, progress, should_stop=should_stop)
-        scores = _score(verifier, rows, groups, probe)
-        successes = [sum(score >= probe.success_threshold for score in group) for group in scores]
-        temperatures.append(temperature)
-        samples.extend(
-            {
-                "prompt_index": g.prompt_index,
-                "prompt": g.prompt,
-                "completion": c,
-                "score": s,
-                "temperature": temperature,
-                "columns": {k: v for k, v in rows[g.prompt_index].items() if k != probe.prompt_column},
-            }
-            for g, group_scores in zip(groups, scores, strict=True)
-            for c, s in zip(g.completions, group_scores, strict=True)
-        )
-        if sum(successes) > 0:
-            break
-        stop_if_asked(should_stop, f"the probe stopped before re-sampling at temperature {probe.low_temperature}")
-    seconds = time.perf_counter() - started
-    return probe_evidence(successes, probe.n, probe.k, temperatures, seconds), samples, rows
-
-
-def _decide(evidence: RouteEvidence) -> tuple[Route, list[str], str | None, str]:
-    e = evidence
-    measured = (
-        f"pass@1 {e.pass_at_1:.2f} over {e.prompts} prompts x {e.n} samples at temperature(s) {e.temperatures}; "
-        f"learnable fraction {e.learnable_fraction:.2f}"
-    )
-    if e.pass_at_1 == 0:
+    >>> sample_more_step(29, 8, None)
+    'Probe again with num_prompts=29 at n=8.'
+    """
+    if prompts is None:
         return (
-            "lora-qlora-recipes",
-            [f"The base model never succeeded ({measured}): RL sharpens a capability, it cannot install one."],
-            "lora-qlora-recipes",
-            "Fine-tune on demonstrations first (SFT), then probe again: come back when the model succeeds sometimes.",
+            "No probe size decides at this rate: decide on other grounds (an SFT baseline, the task's value), or "
+            "train anyway with run_grpo's force and your reason."
         )
-    if e.pass_at_1 >= ALMOST_ALWAYS and e.learnable_fraction < FEW_MIXED:
-        return (
-            "not-worth-rl",
-            [f"The base model almost always succeeds with almost no mixed groups ({measured}): GRPO has no signal."],
-            None,
-            "Use harder prompts or a stricter verifier, then probe again.",
-        )
-    reasons = [f"The base model succeeds sometimes, inconsistently ({measured}): the case GRPO is for."]
-    if e.learnable_fraction < FEW_MIXED:
-        reasons.append("Few prompts have mixed outcomes: train on the learnable ones or raise num_generations.")
-    return "grpo", reasons, None, "Inspect the rewards on these samples (inspect_rewards), then emit the config."
+    when = f": {describe(estimate)}" if estimate is not None else ""
+    return f"Probe again with num_prompts={prompts} at n={n}{when}."
 
 
 def save_route(
@@ -271,6 +189,29 @@ def load_route(route_id: str) -> tuple[RouteDecision, list[dict[str, Any]]]:
         )
     data = json.loads(path.read_text())
     return RouteDecision.model_validate(data["decision"]), data["samples"]
+
+
+def route_for_recipe(route_id: str, model: str, dataset: str, rewards: list[RewardSpec]) -> str:
+    """The provenance line of a recipe that follows route ``route_id``; refused when the route went elsewhere or
+    was measured on another model, dataset or verifier."""
+    decision, _samples = load_route(route_id)
+    if decision.route != "grpo":
+        raise SkillError(
+            f"Route decision {route_id} routed this task to {decision.route!r}, not GRPO: {decision.reasons[0]}",
+            f"Follow its next step ({decision.next_step}) or run route_check again.",
+        )
+    if decision.measured_on is not None:
+        check_recipe_subject(route_id, decision.measured_on, model, dataset, rewards, decision.learnable_dataset)
+    line = f"Route {route_id}: grpo" + (" (provisional: the base model was not probed)" if decision.provisional else "")
+    if decision.evidence is not None and decision.pass_at_1_interval and decision.learnable_fraction_interval:
+        (a, b), (c, d) = decision.pass_at_1_interval, decision.learnable_fraction_interval
+        line += (
+            f"; pass@1 {decision.evidence.pass_at_1:.2f} (95% interval {a:.2f}-{b:.2f}), learnable fraction "
+            f"{decision.evidence.learnable_fraction:.2f} ({c:.2f}-{d:.2f}), measured on this model, data and verifier"
+        )
+    if decision.learnable_dataset:
+        line += f"; the learnable prompts are in {decision.learnable_dataset} (send it as dataset.name to train on it)"
+    return line + "."
 
 
 def _signal_decision(request: RouteRequest, route_id: str) -> RouteDecision | None:
@@ -336,30 +277,39 @@ def _declared_decision(request: RouteRequest, route_id: str) -> RouteDecision:
     """A checkable signal with a pass rate the caller declared: decided by it, marked declared, measure advised."""
     assert request.declared is not None
     summary = summarise(request.declared)
-    verdict = decide_declared(summary, ALMOST_ALWAYS, FEW_MIXED)
-    measure, estimates = probe_advice(request.model or EMBEDDED_MODEL_ID)
-    return RouteDecision(
+    verdict = declared_verdict(summary)
+    model = request.model or EMBEDDED_MODEL_ID
+    measure, estimates = probe_advice(model)
+    decision = RouteDecision(
         id=route_id,
         route=verdict.route,  # type: ignore[arg-type]  # one of Route's values
-        provisional=verdict.provisional,
+        provisional=verdict.route == "sample-more",
         basis="declared",
         reasons=verdict.reasons,
+        pass_at_1_interval=summary.interval_95,
+        learnable_fraction_interval=summary.learnable_interval_95,
         declared=summary,
-        next_skill=verdict.next_skill,
-        next_step=f"Declared evidence is not checked here; measure it when you can. {measure} {verdict.meanwhile}",
-        warnings=verdict.warnings,
+        next_skill="lora-qlora-recipes" if verdict.route == "lora-qlora-recipes" else None,
+        next_step=f"Declared evidence is not checked here; measure it when you can. {measure} "
+        f"{AFTER_DECLARED[verdict.route]}",
         probe_estimates=estimates,
     )
+    if verdict.route == "sample-more":
+        n, tokens = DEFAULT_PROBE[1], DEFAULT_PROBE[2]
+        prompts = decision.decisive_num_prompts = verdict.prompts_to_decide(n)
+        estimate = estimate_before(model, prompts, n, tokens) if prompts else None
+        decision.next_step = f"The declared evidence cannot decide. {sample_more_step(prompts, n, estimate)}"
+    return decision
 
 
 def _probed_decision(
     request: RouteRequest, route_id: str, progress: Progress | None, should_stop: ShouldStop | None
 ) -> tuple[RouteDecision, list[dict[str, Any]], list[dict[str, Any]]]:
     """The decision from a measured probe, with its scored samples and the probed rows."""
-    probe = request.probe
-    assert probe is not None
-    evidence, samples, rows = _probe(request, progress, should_stop)
-    route, reasons, next_skill, next_step = _decide(evidence)
+    probe, verifier = request.probe, request.verifier
+    assert probe is not None and verifier is not None
+    evidence, samples, rows = run_probe(probe, verifier, progress, should_stop)
+    verdict = measured_verdict(evidence)
     warnings = []
     if probe.n < 8:
         warnings.append(f"n={probe.n} is below GRPO's group of 8: mixed groups are undercounted.")
@@ -371,18 +321,29 @@ def _probed_decision(
     measured = (per_round, evidence.prompts, probe.n, probe.max_new_tokens)
     decision = RouteDecision(
         id=route_id,
-        route=route,
-        provisional=False,
+        route=verdict.route,  # type: ignore[arg-type]  # one of Route's values
+        provisional=verdict.route == "sample-more",
         basis="measured",
-        reasons=reasons,
+        reasons=verdict.reasons,
         evidence=evidence,
+        pass_at_1_interval=_rounded(verdict.pass_rate.interval),
+        learnable_fraction_interval=_rounded(verdict.learnable.interval) if verdict.learnable else None,
+        measured_on=measured_subject(probe.model, probe.dataset, verifier),
         declared=declared,
-        next_skill=next_skill,
-        next_step=next_step,
+        next_skill="lora-qlora-recipes" if verdict.route == "lora-qlora-recipes" else None,
+        next_step=NEXT_STEP.get(verdict.route, ""),
         warnings=warnings,
         probe_estimates=[estimate_from(*measured, size) for size in LARGER_PROBES],
     )
+    if verdict.route == "sample-more":
+        prompts = decision.decisive_num_prompts = verdict.prompts_to_decide(probe.n)
+        estimate = estimate_from(*measured, (prompts, probe.n, probe.max_new_tokens)) if prompts else None
+        decision.next_step = sample_more_step(prompts, probe.n, estimate)
     return decision, samples, rows
+
+
+def _rounded(interval: tuple[float, float]) -> tuple[float, float]:
+    return round(interval[0], 4), round(interval[1], 4)
 
 
 def route_check(

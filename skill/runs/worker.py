@@ -297,10 +297,6 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     callback.trainer = trainer
     _prepare_vllm(trainer, run_dir, writer)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    if evaluation_rows and trainer.state.global_step % recipe.evaluation.every_steps:
-        # Every run is scored after its last step; TRL scored only the steps on the interval. Every rank calls it
-        # (evaluation is collective), so the test is one they all compute alike.
-        trainer.evaluate()
     dump_rank_state(trainer)
     final = run_dir / "final"
     trainer.save_model(str(final))  # every rank calls it (sharded engines gather); only rank 0 writes

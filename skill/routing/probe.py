@@ -1,0 +1,162 @@
+"""A route_check probe: sample the base model on the task's prompts and score every sample with the verifier.
+
+n completions per prompt at the training temperature, and again at a low temperature when nothing
+passed (a model that fails hot may succeed cold: then it has the capability, sharpened by training);
+at least MIN_SAMPLES in all, the reward read's floor, so inspect_rewards can read the probe's own samples.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from skill.data import DatasetSpec, load_rows
+from skill.errors import SkillError
+from skill.models.sources import EMBEDDED_MODEL_ID
+from skill.rewards.base import call_reward
+from skill.rewards.registry import build_reward_function
+from skill.rewards.spec import RewardSpec
+from skill.routing.evidence import MIN_SAMPLES, RouteEvidence, probe_evidence
+from skill.routing.probe_time import DEFAULT_PROBE
+from skill.sampling import Progress, Prompt, SamplingSettings, ShouldStop, sample_completions, stop_if_asked
+
+LOW_TEMPERATURE = 0.2
+
+
+class ProbeSpec(BaseModel):
+    """Sample the base model on the task's prompts and score the samples with the verifier."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
+
+    model: str = Field(
+        default=EMBEDDED_MODEL_ID,
+        description="A local model directory, a hub id already in the local cache (nothing is downloaded), or the "
+        "embedded id.",
+    )
+    prompts: list[Prompt] | None = Field(default=None, description="Prompts (text or chat messages), no columns.")
+    rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and verifier columns.")
+    dataset: str | None = Field(default=None, description="A .jsonl/.json/.csv/.parquet file or 'embedded:addition'.")
+    prompt_column: str = "prompt"
+    num_prompts: int = Field(
+        default=DEFAULT_PROBE[0],
+        gt=0,
+        description=f"Prompts to probe (the first ones); prompts x n >= {MIN_SAMPLES}. The defaults (8 x 8 x 32 "
+        "tokens) take about 30 s a round for the embedded model on 2 CPU cores; time grows with prompts x n x "
+        "tokens x (1 + tokens/40) and model size; the decision estimates larger probes.",
+    )
+    n: int = Field(default=8, description="Completions per prompt; 8 is GRPO's group size, fewer warns.")
+    k: int | None = Field(default=None, description="Largest k for pass@k (default n).")
+    temperature: float = Field(default=1.0, gt=0, description="The training temperature.")
+    low_temperature: float = Field(default=LOW_TEMPERATURE, ge=0, description="Re-probe here if nothing succeeds.")
+    max_new_tokens: int = Field(default=DEFAULT_PROBE[2], gt=0, description="Completion budget per sample.")
+    seed: int = 3407
+    success_threshold: float = Field(default=1.0, description="A sample passes when the verifier gives at least this.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ProbeSpec:
+        sources = [self.prompts is not None, self.rows is not None, self.dataset is not None]
+        if sum(sources) != 1:
+            raise ValueError("send exactly one of prompts, rows or dataset")
+        if self.n < 2:
+            raise ValueError(f"n={self.n}: pass rates and mixed groups need at least 2 samples per prompt")
+        if self.k is not None and not 1 <= self.k <= self.n:
+            raise ValueError(f"k={self.k} must be between 1 and n={self.n}")
+        return self
+
+
+def probe_rows(probe: ProbeSpec) -> list[dict[str, Any]]:
+    """The rows a probe samples: its first ``num_prompts``, each holding the prompt column.
+
+    A dataset's rows keep their own column names (the learnable rows are written back as they came).
+
+    >>> [row["q"] for row in probe_rows(ProbeSpec(prompts=["a", "b", "c"], prompt_column="q", num_prompts=2))]
+    ['a', 'b']
+    """
+    if probe.prompts is not None:
+        rows = [{probe.prompt_column: prompt} for prompt in probe.prompts]
+    elif probe.rows is not None:
+        rows = probe.rows
+    else:
+        rows = load_rows(DatasetSpec(name=probe.dataset or ""), limit=probe.num_prompts)
+    rows = rows[: probe.num_prompts]
+    if not rows:
+        raise SkillError("The probe has no prompts.", "Send prompts, rows or a non-empty dataset.")
+    missing = [index for index, row in enumerate(rows) if probe.prompt_column not in row]
+    if missing:
+        raise SkillError(
+            f"Rows {missing[:5]} lack the prompt column {probe.prompt_column!r}.", "Send prompt_column or fix rows."
+        )
+    return rows
+
+
+def score_groups(
+    verifier: RewardSpec, rows: list[dict[str, Any]], groups: list[Any], probe: ProbeSpec
+) -> list[list[float]]:
+    """The verifier's score of every sample, one list per prompt group; a verifier that cannot score the rows is
+    refused with what it needs."""
+    function = build_reward_function(verifier)
+    prompts, completions, columns = [], [], {}
+    for group in groups:
+        row = rows[group.prompt_index]
+        for completion in group.completions:
+            prompts.append(group.prompt)
+            completions.append(completion)
+            for key, value in row.items():
+                if key != probe.prompt_column:
+                    columns.setdefault(key, []).append(value)
+    try:
+        scores = call_reward(function, prompts, completions, **columns)
+    except TypeError as exc:  # a verifier needing a column the rows lack
+        raise SkillError(f"The verifier cannot score these rows: {exc}.", "Send rows with its columns.") from None
+    failures = getattr(function, "failures", 0)
+    if failures and failures == len(completions):
+        errors = "; ".join(getattr(function, "last_errors", [])[:2])
+        raise SkillError(f"The verifier failed on every sample ({errors}).", "Send rows with the columns it reads.")
+    flat = [0.0 if score is None else float(score) for score in scores]
+    return [flat[i * probe.n : (i + 1) * probe.n] for i in range(len(groups))]
+
+
+def run_probe(
+    probe: ProbeSpec, verifier: RewardSpec, progress: Progress | None, should_stop: ShouldStop | None
+) -> tuple[RouteEvidence, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Sample and score: at the training temperature, and again at the low one when nothing passed. Returns the
+    evidence, every scored sample (what inspect_rewards reuses) and the probed rows."""
+    rows = probe_rows(probe)
+    if len(rows) * probe.n < MIN_SAMPLES:
+        raise SkillError(
+            f"The probe would score {len(rows)} prompts x n={probe.n} = {len(rows) * probe.n} samples: too few to "
+            f"decide a route, and under the {MIN_SAMPLES} a reward read needs from the same samples.",
+            f"Send at least {math.ceil(MIN_SAMPLES / probe.n)} prompts at n={probe.n} (num_prompts and the data), "
+            "or raise n.",
+        )
+    prompts = [row[probe.prompt_column] for row in rows]
+    started = time.perf_counter()
+    temperatures, samples = [], []
+    for temperature in (probe.temperature, probe.low_temperature):
+        settings = SamplingSettings(
+            n=probe.n, temperature=temperature, max_new_tokens=probe.max_new_tokens, seed=probe.seed
+        )
+        groups = sample_completions(probe.model, prompts, settings, progress, should_stop=should_stop)
+        scores = score_groups(verifier, rows, groups, probe)
+        successes = [sum(score >= probe.success_threshold for score in group) for group in scores]
+        temperatures.append(temperature)
+        samples.extend(
+            {
+                "prompt_index": g.prompt_index,
+                "prompt": g.prompt,
+                "completion": c,
+                "score": s,
+                "temperature": temperature,
+                "columns": {k: v for k, v in rows[g.prompt_index].items() if k != probe.prompt_column},
+            }
+            for g, group_scores in zip(groups, scores, strict=True)
+            for c, s in zip(g.completions, group_scores, strict=True)
+        )
+        if sum(successes) > 0:
+            break
+        stop_if_asked(should_stop, f"the probe stopped before re-sampling at temperature {probe.low_temperature}")
+    seconds = time.perf_counter() - started
+    return probe_evidence(successes, probe.n, probe.k, temperatures, seconds), samples, rows
