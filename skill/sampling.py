@@ -2,10 +2,12 @@
 
 Prompts are chat messages (the chat template is applied, as TRL does for conversational data) or
 plain text (used as is). Generation runs with transformers on this machine's device, in batches,
-seeded, and reports progress after each batch through a callback (the MCP server forwards it as
-progress notifications). Models load once per process and stay cached, so a route check followed
-by an inspection does not load twice. A caller may pass ``should_stop``: it is asked before every
-batch, and when it answers True sampling stops with ``Cancelled`` (nothing is returned half-done).
+seeded, and reports progress through a callback (the MCP server forwards it as progress
+notifications) after each batch and, inside a batch, at least every PROGRESS_EVERY_S seconds of
+decoding (tokens done and the time left), so a client never waits long without a word.
+Models load once per process and stay cached, so a route check followed by an inspection does not
+load twice. A caller may pass ``should_stop``: it is asked before every batch and at every report
+inside one, and when it answers True sampling stops with ``Cancelled`` (nothing is returned half-done).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from skill.models.sources import resolve_model_path
 Prompt = str | list[dict[str, Any]]
 Progress = Callable[[float, float, str], None]
 ShouldStop = Callable[[], bool]
+# Under the 10 s a client should wait for a word, with room for one slow decoding step on a busy machine.
+PROGRESS_EVERY_S = 5.0
 
 
 class Cancelled(SkillError):
@@ -99,16 +103,15 @@ def sample_completions(
     policy, tokenizer = load_policy(model)
     texts = [render_prompt(tokenizer, prompt) for prompt in prompts]
     prompts_per_batch = max(1, settings.batch_sequences // settings.n)
-    generator_seed = settings.seed
     groups: list[SampledGroup] = []
-    total = len(prompts) * settings.n
-    started = time.perf_counter()
+    report = DecodingReport(len(prompts) * settings.n, settings.max_new_tokens, progress, should_stop)
     for start in range(0, len(texts), prompts_per_batch):
-        stop_if_asked(should_stop, f"sampling stopped after {len(groups) * settings.n}/{total} completions")
+        stop_if_asked(should_stop, f"sampling stopped after {report.done}/{report.total} completions")
         chunk = texts[start : start + prompts_per_batch]
         encoded = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(policy.device)
-        torch.manual_seed(generator_seed + start)
+        torch.manual_seed(settings.seed + start)
         sampling = settings.temperature > 0
+        report.start_batch(len(chunk) * settings.n)
         with torch.no_grad():
             output = policy.generate(
                 **encoded,
@@ -119,17 +122,69 @@ def sample_completions(
                 max_new_tokens=settings.max_new_tokens,
                 num_return_sequences=settings.n,
                 pad_token_id=tokenizer.pad_token_id,
+                stopping_criteria=[report.criterion()],
             )
+        stop_if_asked(lambda: report.stopped, f"sampling stopped during a batch, after {report.done} completions")
         completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
         for offset in range(len(chunk)):
             index = start + offset
             group = completions[offset * settings.n : (offset + 1) * settings.n]
             groups.append(SampledGroup(prompt_index=index, prompt=prompts[index], completions=group))
-        if progress is not None:
-            done = len(groups) * settings.n
-            elapsed = time.perf_counter() - started
-            progress(done, total, f"sampled {done}/{total} completions in {elapsed:.0f} s")
+        report.end_batch()
     return groups
+
+
+class DecodingReport:
+    """Progress of a sampling call in completions (a batch counts by its tokens decoded so far), sent after every
+    batch and at least every PROGRESS_EVERY_S inside one, with the time left at the rate so far; inside a batch it
+    also asks ``should_stop``.
+
+    >>> seen = []
+    >>> report = DecodingReport(16, 8, lambda done, total, message: seen.append((done, total)), None)
+    >>> report.start_batch(16); report.end_batch(); seen
+    [(16.0, 16)]
+    """
+
+    def __init__(self, total: int, max_new_tokens: int, progress: Progress | None, should_stop: ShouldStop | None):
+        self.total, self.max_new_tokens = total, max_new_tokens
+        self.progress, self.should_stop = progress, should_stop
+        self.done, self.batch, self.stopped = 0, 0, False
+        self.started = self.last = time.perf_counter()
+
+    def start_batch(self, sequences: int) -> None:
+        self.batch, self.tokens = sequences, 0
+
+    def end_batch(self) -> None:
+        self.done += self.batch
+        self.batch = 0
+        self.send(float(self.done))
+
+    def send(self, done: float) -> None:
+        self.last = time.perf_counter()
+        if self.progress is None:
+            return
+        elapsed = self.last - self.started
+        left = f", about {elapsed / done * (self.total - done):.0f} s left" if 0 < done < self.total else ""
+        tokens = f" (token {self.tokens}/{self.max_new_tokens} of this batch)" if self.batch else ""
+        self.progress(done, self.total, f"sampled {done:.0f}/{self.total} completions in {elapsed:.0f} s{left}{tokens}")
+
+    def criterion(self) -> Any:
+        """A transformers stopping criterion called after every decoding step: it reports and asks to stop."""
+        from transformers import StoppingCriteria
+
+        report = self
+
+        class ReportEachStep(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                import torch
+
+                report.tokens += 1
+                if time.perf_counter() - report.last >= PROGRESS_EVERY_S:
+                    report.send(report.done + report.batch * min(1.0, report.tokens / report.max_new_tokens))
+                    report.stopped = report.should_stop is not None and report.should_stop()
+                return torch.full((input_ids.shape[0],), report.stopped, dtype=torch.bool, device=input_ids.device)
+
+        return ReportEachStep()
 
 
 def stop_if_asked(should_stop: ShouldStop | None, where: str) -> None:

@@ -459,3 +459,48 @@ def test_a_measured_route_holds_only_for_its_model_data_and_verifier(tiny_model_
         assert "Run route_check again" in refused.value.fix
     with pytest.raises(SkillError, match="not among this inspection's correctness rewards"):
         inspect_rewards(InspectionRequest(rewards=[exact], route_decision_id=decision.id))
+
+
+def test_sampling_reports_inside_a_batch_with_the_time_left_and_stops_there(tiny_model_dir, monkeypatch):
+    import time
+
+    from skill import sampling
+    from skill.sampling import Cancelled, SamplingSettings, sample_completions
+
+    monkeypatch.setattr(sampling, "PROGRESS_EVERY_S", 0.05)  # the tiny model decodes a batch in about a second
+    updates = []
+    settings = SamplingSettings(n=8, max_new_tokens=48, batch_sequences=16)
+    stamps = [time.perf_counter()]
+
+    def progress(done, total, message):
+        stamps.append(time.perf_counter())
+        updates.append((done, total, message))
+
+    sample_completions(str(tiny_model_dir), ["a", "b", "c", "d"], settings, progress)
+    ends = [done for done, _total, _message in updates if float(done).is_integer() and "token" not in _message]
+    assert ends == [16, 32] and updates[-1][:2] == (32, 32)
+    inside = [message for done, _total, message in updates if "token" in message]
+    assert inside and all("of this batch" in message for message in inside)
+    assert any("s left" in message for message in inside)
+    assert [done for done, *_ in updates] == sorted(done for done, *_ in updates)  # progress never goes back
+    assert max(b - a for a, b in itertools.pairwise(stamps)) < 10  # the promise a client relies on
+
+    asked = []
+    with pytest.raises(Cancelled, match="sampling stopped during a batch, after 0 completions"):
+        sample_completions(
+            str(tiny_model_dir), ["a", "b"], settings, progress, should_stop=lambda: asked.append(1) or len(asked) > 1
+        )
+
+
+def test_a_probe_longer_than_a_clients_timeout_says_so_before_it_samples():
+    from skill.sampling import Cancelled
+
+    messages = []
+    request = RouteRequest(
+        signal="exact_answer",
+        verifier=RewardSpec(name="exact_match", role="correctness"),
+        probe=ProbeSpec(dataset="embedded:addition", num_prompts=64, max_new_tokens=256),
+    )
+    with pytest.raises(Cancelled):
+        route_check(request, progress=lambda done, total, message: messages.append(message), should_stop=lambda: True)
+    assert messages and "past the 60 s many clients wait" in messages[0] and "shrink num_prompts" in messages[0]

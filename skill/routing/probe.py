@@ -20,10 +20,13 @@ from skill.rewards.base import call_reward
 from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import MIN_SAMPLES, RouteEvidence, probe_evidence
-from skill.routing.probe_time import DEFAULT_PROBE
+from skill.routing.probe_time import DEFAULT_PROBE, estimate_before
 from skill.sampling import Progress, Prompt, SamplingSettings, ShouldStop, sample_completions, stop_if_asked
 
 LOW_TEMPERATURE = 0.2
+# The MCP SDKs' default request timeout (DEFAULT_REQUEST_TIMEOUT_MSEC = 60000 in the TypeScript SDK): a probe
+# expected to outlast it says so before it samples.
+USUAL_CLIENT_TIMEOUT_S = 60
 
 
 class ProbeSpec(BaseModel):
@@ -133,6 +136,15 @@ def run_probe(
             "or raise n.",
         )
     prompts = [row[probe.prompt_column] for row in rows]
+    expected = estimate_before(probe.model, len(rows), probe.n, probe.max_new_tokens)
+    if progress is not None and expected is not None and expected.seconds > USUAL_CLIENT_TIMEOUT_S:
+        progress(
+            0,
+            len(rows) * probe.n,
+            f"This probe is expected to take about {expected.seconds:.0f} s per sampling round here, past the "
+            f"{USUAL_CLIENT_TIMEOUT_S} s many clients wait for a call: shrink num_prompts or max_new_tokens, or raise "
+            "the client's timeout (progress follows at least every 5 s).",
+        )
     started = time.perf_counter()
     temperatures, samples = [], []
     for temperature in (probe.temperature, probe.low_temperature):

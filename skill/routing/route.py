@@ -137,6 +137,7 @@ def measured_verdict(evidence: RouteEvidence) -> Verdict:
     """The route from a probe: pass@1 over its samples (over both rounds when neither found a success: all are
     evidence the model fails) and the learnable fraction over its prompts.
 
+    >>> from skill.routing.evidence import probe_evidence
     >>> measured_verdict(probe_evidence([0] * 8, 8, None, [1.0, 0.2], 1.0)).route
     'lora-qlora-recipes'
     >>> measured_verdict(probe_evidence([1] + [0] * 6, 8, None, [1.0], 1.0)).route  # 1 in 56: sample more
