@@ -504,3 +504,22 @@ def test_a_probe_longer_than_a_clients_timeout_says_so_before_it_samples():
     with pytest.raises(Cancelled):
         route_check(request, progress=lambda done, total, message: messages.append(message), should_stop=lambda: True)
     assert messages and "past the 60 s many clients wait" in messages[0] and "shrink num_prompts" in messages[0]
+
+
+@pytest.mark.slow
+def test_gsm8k_problems_with_the_embedded_model_are_never_routed_to_grpo_on_thin_evidence():
+    from skill.data import DatasetSpec, load_rows
+
+    gsm8k = DatasetSpec(
+        name=str(Path(__file__).parent / "data" / "gsm8k_sample.jsonl"),
+        prompt_template="Solve: {question}",
+        answer_column="answer",
+        answer_extractor="gsm8k",
+    )
+    verifier = RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"})
+    probe = ProbeSpec(rows=load_rows(gsm8k), n=10, max_new_tokens=32)  # 5 problems x 10: the 50-sample floor
+    decision = route_check(RouteRequest(signal="math_answer", verifier=verifier, probe=probe))
+    assert decision.route in ("lora-qlora-recipes", "sample-more"), decision.reasons
+    assert "95% interval" in decision.reasons[0] and "samples" in decision.reasons[0]
+    if decision.route == "sample-more":
+        assert decision.next_step.startswith(f"Probe again with num_prompts={decision.decisive_num_prompts} at n=10")
