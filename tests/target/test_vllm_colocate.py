@@ -25,6 +25,7 @@ from skill.inspection.schema import InspectionRequest, SuppliedSample
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
+from skill.runs.held_out import is_evaluation, training_rows
 from skill.runs.jobs import RunRequest, run_grpo, run_logs, run_status
 from skill.runs.store import read_jsonl, run_dir, runs_root
 from skill.runs.vllm_cpu import (
@@ -152,16 +153,19 @@ def test_the_runner_trains_with_colocated_vllm_and_the_synced_weights_reach_it(v
     run_grpo(RunRequest(recipe=recipe, run_id="vllm-colocate"))
     status = run_status("vllm-colocate", wait_seconds=600)
     wall = time.time() - started
-    logs = run_logs("vllm-colocate", 60).lines
+    logs = run_logs("vllm-colocate", 2000).lines
     assert status.state == "succeeded", logs[-40:]
     print(f"vLLM colocate run: {STEPS} steps in {wall:.0f} s wall (engine start included)")
     directory = run_dir("vllm-colocate")
-    assert [row["step"] for row in read_jsonl(directory / "metrics.jsonl")] == list(range(1, STEPS + 1))
+    everything = read_jsonl(directory / "metrics.jsonl")
+    assert [row["step"] for row in training_rows(everything)] == list(range(1, STEPS + 1))
+    assert [row["step"] for row in everything if is_evaluation(row)] == [0, STEPS]  # held out: before and after
     assert any("weights sync through model_runner.reload_weights" in line for line in logs)
 
     # Every sync: each weight vLLM computes with equals the trainer's, in vLLM's dtype, element for element.
     syncs = read_jsonl(directory / SYNC_FILE)
-    assert [row["step"] for row in syncs] == list(range(STEPS))
+    # one sync before each step's generation, and one for the held-out evaluation after the last step
+    assert [row["step"] for row in syncs] == list(range(STEPS + 1))
     for row in syncs:
         assert row["compared_elements"] == row["trainer_elements"] > 0, row
         assert row["mismatched"] == [] and row["missing"] == [], row
