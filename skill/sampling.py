@@ -148,7 +148,7 @@ class DecodingReport:
     def __init__(self, total: int, max_new_tokens: int, progress: Progress | None, should_stop: ShouldStop | None):
         self.total, self.max_new_tokens = total, max_new_tokens
         self.progress, self.should_stop = progress, should_stop
-        self.done, self.batch, self.stopped = 0, 0, False
+        self.done, self.batch, self.tokens, self.stopped = 0, 0, 0, False
         self.started = self.last = time.perf_counter()
 
     def start_batch(self, sequences: int) -> None:

@@ -74,16 +74,12 @@ def summarise(declared: DeclaredEvidence) -> DeclaredSummary:
     """
     successes = round(declared.pass_rate * declared.n)
     low, high = wilson_interval(successes, declared.n)
-    learnable = None
-    if declared.learnable_fraction is not None and declared.prompts is not None:
-        a, b = wilson_interval(round(declared.learnable_fraction * declared.prompts), declared.prompts)
-        learnable = (round(a, 4), round(b, 4))
-    return DeclaredSummary(
-        **declared.model_dump(),
-        successes=successes,
-        interval_95=(round(low, 4), round(high, 4)),
-        learnable_interval_95=learnable,
-    )
+    summary = DeclaredSummary(**declared.model_dump(), successes=successes, interval_95=(round(low, 4), round(high, 4)))
+    _, learnable = summary.rates()
+    if learnable is not None:
+        a, b = learnable.interval
+        summary.learnable_interval_95 = (round(a, 4), round(b, 4))
+    return summary
 
 
 def declared_verdict(summary: DeclaredSummary) -> Verdict:
