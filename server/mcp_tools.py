@@ -158,9 +158,8 @@ async def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> Insp
 
     Samples: route_decision_id, your `samples`, or `generate` (with progress; cancelling stops it).
 
-    Returns a summary, statistics, flags (blocking ones say what to change), hack probes that beat a reward and
-    the first page of samples; a few show a deliberately wrong score (attention checks). Whole report: resource
-    grpo://inspections/{id}.
+    Returns statistics, flags (blocking ones say what to change), hack probes that beat a reward and the first
+    page of samples; a few show a deliberately wrong score (attention checks). Report: grpo://inspections/{id}.
 
     Next: read every sample (inspection_samples from next_offset), label each with record_review.
     """
@@ -207,7 +206,7 @@ def record_review_tool(request: ReviewRequest) -> ReviewOutcome:
     Passes when every sample is labelled, you disagree with each attention check and no real sample, and no flag
     blocks. Accept-all never passes; accept_unread + accept_unread_reason opens it as 'reward not reviewed'.
 
-    Returns the verdict, its reasons and the stamp runs will carry.
+    Returns the verdict, reasons and the stamp runs carry.
 
     Next: if failed, fix the rewards or read again; else emit_grpo_config.
     """
@@ -224,9 +223,10 @@ def emit_grpo_config_tool(request: RecipeRequest) -> GRPORecipe:
     """Emit a GRPO recipe the installed TRL accepts, with a reason for every value.
 
     Send model, hardware (GPUs or accelerator 'cpu'), method, rewards, dataset, route_check's route_decision_id;
-    optionally a variant, symptoms, overrides with override_reasons.
+    optionally a variant, symptoms, overrides with override_reasons. A max_completion_length cutting most of the
+    route's probe completions is refused.
 
-    Returns GRPOConfig kwargs, PEFT, data, launch plan, memory estimate and provenance.
+    Returns GRPOConfig kwargs, launch plan, memory estimate, provenance.
 
     Next: run_grpo({"request": {"recipe": <this result>}}).
     """
@@ -261,8 +261,7 @@ def run_grpo_tool(request: RunToolRequest) -> RunStatus:
 
     Refuses rewards without an inspection that opened the gate (never overridable), a route that is not grpo or
     a recipe that does not fit (force + force_reason), a target this machine is not. `slurm` submits it to a
-    Slurm cluster instead (needed for several nodes). resume_run_id continues a stopped run. Returns the run's
-    status (state 'starting').
+    Slurm cluster instead (needed for several nodes). resume_run_id continues a stopped run. Returns its status.
 
     Next: run_status with wait_seconds; run_logs; cancel_run.
     """

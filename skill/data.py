@@ -99,8 +99,8 @@ class DatasetSpec(BaseModel):
     max_prompt_tokens: int = Field(
         default=512,
         gt=0,
-        description="Longest prompt in tokens; sizes memory and vLLM's context, and run_grpo drops longer prompts "
-        "(TRL 1.16 does not truncate them). emit_grpo_config measures it on the data when it is not sent.",
+        description="Longest prompt in tokens (measured on the data when not sent): sizes memory and vLLM's "
+        "context; run_grpo drops longer prompts (TRL 1.16 does not truncate them).",
     )
 
     @model_validator(mode="after")

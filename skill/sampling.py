@@ -50,6 +50,8 @@ class SampledGroup(BaseModel):
     prompt_index: int
     prompt: Prompt
     completions: list[str]
+    token_counts: list[int] = Field(description="Each completion's length in tokens, its end-of-sequence token aside.")
+    truncated: list[bool] = Field(description="Whether each completion was cut at max_new_tokens, unfinished.")
 
 
 @functools.lru_cache(maxsize=2)
@@ -125,13 +127,45 @@ def sample_completions(
                 stopping_criteria=[report.criterion()],
             )
         stop_if_asked(lambda: report.stopped, f"sampling stopped during a batch, after {report.done} completions")
-        completions = tokenizer.batch_decode(output[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
+        generated = output[:, encoded["input_ids"].shape[1] :]
+        completions = tokenizer.batch_decode(generated, skip_special_tokens=True)
+        lengths = completion_lengths(generated, stop_token_ids(policy, tokenizer), settings.max_new_tokens)
         for offset in range(len(chunk)):
-            index = start + offset
-            group = completions[offset * settings.n : (offset + 1) * settings.n]
-            groups.append(SampledGroup(prompt_index=index, prompt=prompts[index], completions=group))
+            index, group = start + offset, slice(offset * settings.n, (offset + 1) * settings.n)
+            counts, cut = zip(*lengths[group], strict=True)
+            groups.append(
+                SampledGroup(
+                    prompt_index=index,
+                    prompt=prompts[index],
+                    completions=completions[group],
+                    token_counts=list(counts),
+                    truncated=list(cut),
+                )
+            )
         report.end_batch()
     return groups
+
+
+def stop_token_ids(policy: Any, tokenizer: Any) -> set[int]:
+    """The ids that end a completion: the generation config's end-of-sequence id(s) and the padding id
+    (generate pads a finished sequence with it)."""
+    eos = policy.generation_config.eos_token_id
+    ids = set(eos if isinstance(eos, list) else [eos]) | {tokenizer.pad_token_id}
+    return {int(token) for token in ids if token is not None}
+
+
+def completion_lengths(generated: Any, stops: set[int], max_new_tokens: int) -> list[tuple[int, bool]]:
+    """(tokens before the first stop id, cut at the budget unfinished) for each generated row.
+
+    >>> import torch
+    >>> completion_lengths(torch.tensor([[5, 6, 2, 2], [5, 6, 7, 8], [2, 2, 2, 2]]), {2}, 4)
+    [(2, False), (4, True), (0, False)]
+    """
+    lengths = []
+    for row in generated.tolist():
+        end = next((position for position, token in enumerate(row) if token in stops), None)
+        lengths.append((len(row), len(row) >= max_new_tokens) if end is None else (end, False))
+    return lengths
 
 
 class DecodingReport:

@@ -29,16 +29,18 @@ from pathlib import Path
 
 import pytest
 
-from skill.data import ADDITION_DATASET_ID, addition_rows
+from skill.data import ADDITION_DATASET_ID
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
-from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.inspection.schema import InspectionRequest, ReviewRequest
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.evaluation_plan import EvaluationPlan
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.recipe.seed import CPU_SHORT_RUN
 from skill.rewards.spec import RewardSpec
+from skill.routing.probe import ProbeSpec
+from skill.routing.route import RouteDecision, RouteRequest, route_check
 from skill.runs.jobs import RunRequest, run_grpo, run_status
 from skill.runs.store import read_jsonl
 
@@ -53,19 +55,20 @@ REWARDS = [
 CORRECTNESS = "rewards/exact_match/mean"
 
 
-def accept_rewards_unread() -> None:
-    """The gate opens only on an inspection; this test is about learning, so it accepts the rewards unread, stamped."""
-    samples = [
-        SuppliedSample(
-            prompt=row["prompt"], completion=row["answer"] if i % 3 else "no idea", columns={"answer": row["answer"]}
-        )
-        for i, row in enumerate(addition_rows(60))
-    ]
-    report = inspect_rewards(InspectionRequest(rewards=REWARDS, samples=samples))
+def route_and_accept_unread() -> RouteDecision:
+    """The flow's first steps: the default probe (8 prompts x 8 x 32 tokens) routes the task and measures the
+    model's completion lengths, which size the recipe's budget; the gate opens only on an inspection, and this
+    test is about learning, so it reads the route's samples and accepts the rewards unread, stamped."""
+    decision = route_check(
+        RouteRequest(signal="exact_answer", verifier=REWARDS[1], probe=ProbeSpec(dataset=ADDITION_DATASET_ID))
+    )
+    assert decision.route == "grpo", decision.reasons
+    report = inspect_rewards(InspectionRequest(rewards=REWARDS, route_decision_id=decision.id))
     review = ReviewRequest(
         report_id=report.id, reviewer="test", accept_unread=True, accept_unread_reason="a test of learning speed"
     )
     assert record_review(review).verdict == "accepted_unread"
+    return decision
 
 
 def test_a_cpu_target_takes_the_short_run_values_and_a_gpu_target_the_seed():
@@ -92,7 +95,7 @@ def test_a_cpu_target_takes_the_short_run_values_and_a_gpu_target_the_seed():
 
 @pytest.mark.slow
 def test_the_emitted_cpu_recipe_lifts_held_out_pass_at_1_within_five_steps():
-    accept_rewards_unread()
+    decision = route_and_accept_unread()
     recipe = emit_grpo_config(
         RecipeRequest(
             model=ModelSpec(),
@@ -102,8 +105,12 @@ def test_the_emitted_cpu_recipe_lifts_held_out_pass_at_1_within_five_steps():
             dataset=DatasetSpec(name=ADDITION_DATASET_ID, columns=["answer"]),
             max_steps=STEPS,
             evaluation=HELD_OUT,
+            route_decision_id=decision.id,
         )
     )
+    budget = recipe.trl["max_completion_length"]
+    cut = decision.completion_lengths.truncated_at(budget)  # None above the probe's budget: unmeasured there
+    assert cut is not None and cut <= 0.5, (budget, decision.completion_lengths)
     assert not [
         reason.field for reason in recipe.reasons if reason.source == "override" and reason.field != "max_steps"
     ]
@@ -120,7 +127,7 @@ def test_the_emitted_cpu_recipe_lifts_held_out_pass_at_1_within_five_steps():
         (STEPS, "exact_match", 160),
     ], status.held_out
     before, after = status.held_out
-    print(f"held-out {before.describe()} -> {after.describe()}; run {seconds:.0f} s; training curve {curve}")
+    print(f"held-out {before.describe()} -> {after.describe()}; {budget} tokens; run {seconds:.0f} s; curve {curve}")
     error = math.hypot(*(math.sqrt(s.mean * (1 - s.mean) / s.completions) for s in (before, after)))
     assert after.mean - before.mean > 1.96 * error, (before, after)
     card = (Path(status.paths["final"]) / "README.md").read_text()

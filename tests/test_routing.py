@@ -202,16 +202,37 @@ def test_cli_route_without_a_probe():
 
 
 @pytest.mark.slow
-def test_smollm2_on_the_arithmetic_task_routes_to_grpo():
+def test_smollm2_on_the_arithmetic_task_routes_to_grpo_and_its_lengths_size_the_recipe():
+    from skill.hardware.specs import HardwareSpec
+    from skill.recipe.emit import RecipeRequest, emit_grpo_config
+    from skill.recipe.schema import DatasetSpec
+
+    verifier = RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"})
     decision = route_check(
         RouteRequest(
             signal="exact_answer",
-            verifier=RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
+            verifier=verifier,
             probe=ProbeSpec(dataset="embedded:addition", num_prompts=12, max_new_tokens=16),
         )
     )
     assert decision.route == "grpo", decision.reasons
     assert 0 < decision.evidence.pass_at_1 < 0.5 and decision.evidence.learnable_fraction >= 0.25
+    # The probe's lengths size the recipe: the base model rambles past 16 tokens more often than not, so a recipe
+    # following this route is raised above the probe's budget, and a 16-token override is refused.
+    lengths = decision.completion_lengths
+    assert lengths.budget == 16 and len(lengths.tokens) == 96 and lengths.truncated > 48, lengths
+    request = RecipeRequest(
+        hardware=HardwareSpec(accelerator="cpu"),
+        method="full",
+        rewards=[verifier],
+        dataset=DatasetSpec(name="embedded:addition"),
+        route_decision_id=decision.id,
+    )
+    recipe = emit_grpo_config(request)
+    assert recipe.trl["max_completion_length"] == 32, recipe.reasons
+    assert any("probe again (route_check) with max_new_tokens" in line for line in recipe.provenance.validation)
+    with pytest.raises(SkillError, match="max_completion_length=16 would cut"):
+        emit_grpo_config(request.model_copy(update={"overrides": {"max_completion_length": 16}}))
 
 
 @pytest.mark.slow
@@ -504,11 +525,25 @@ def test_a_probe_longer_than_a_clients_timeout_says_so_before_it_samples():
     with pytest.raises(Cancelled):
         route_check(request, progress=lambda done, total, message: messages.append(message), should_stop=lambda: True)
     assert messages and "past the 60 s many clients wait" in messages[0] and "shrink num_prompts" in messages[0]
+    # inspect_rewards' own sampling says so the same way.
+    from skill.inspection.run import inspect_rewards
+    from skill.inspection.schema import GenerateSamples, InspectionRequest
+
+    messages.clear()
+    generate = GenerateSamples(dataset="embedded:addition", num_prompts=64, max_new_tokens=256)
+    with pytest.raises(Cancelled):
+        inspect_rewards(
+            InspectionRequest(rewards=[request.verifier], generate=generate),
+            progress=lambda done, total, message: messages.append(message),
+            should_stop=lambda: True,
+        )
+    assert messages and messages[0].startswith("Sampling 64 prompts x 8 x 256 tokens is expected to take about")
 
 
 @pytest.mark.slow
 def test_gsm8k_problems_with_the_embedded_model_are_never_routed_to_grpo_on_thin_evidence():
     from skill.data import DatasetSpec, load_rows
+    from skill.recipe.completion_budget import reference_answer_tokens, size_completion_budget
 
     gsm8k = DatasetSpec(
         name=str(Path(__file__).parent / "data" / "gsm8k_sample.jsonl"),
@@ -520,6 +555,15 @@ def test_gsm8k_problems_with_the_embedded_model_are_never_routed_to_grpo_on_thin
     probe = ProbeSpec(rows=load_rows(gsm8k), n=10, max_new_tokens=32)  # 5 problems x 10: the 50-sample floor
     decision = route_check(RouteRequest(signal="math_answer", verifier=verifier, probe=probe))
     assert decision.route in ("lora-qlora-recipes", "sample-more"), decision.reasons
+    # 32 tokens cut most of the model's worked answers: the budget a recipe for this task gets (the math reward,
+    # the worked solutions) runs far past the probe's, and says the probe did not measure it.
+    lengths = decision.completion_lengths
+    assert lengths.truncated > len(lengths.tokens) / 2, lengths
+    references = reference_answer_tokens(gsm8k, "embedded:SmolLM2-135M-Instruct")
+    math = RewardSpec(name="math", role="correctness")
+    sized = size_completion_budget(lengths, references, [math], seed=256)
+    assert sized.value >= 256 and lengths.truncated_at(sized.value) is None, sized
+    assert "the probe cut" in sized.reason and "reference answers' p90" in sized.reason and sized.warnings
     assert "95% interval" in decision.reasons[0] and "samples" in decision.reasons[0]
     if decision.route == "sample-more":
         assert decision.next_step.startswith(f"Probe again with num_prompts={decision.decisive_num_prompts} at n=10")

@@ -62,7 +62,6 @@ def demo_recipe_request() -> RecipeRequest:
         overrides={
             "learning_rate": 1e-5,
             "beta": 0.0,
-            "max_completion_length": 16,
             "gradient_accumulation_steps": 2,
             "logging_steps": 1,
         },
@@ -70,7 +69,6 @@ def demo_recipe_request() -> RecipeRequest:
             "learning_rate": "the seed's 5e-7 is for large models over thousands of GPU steps; a 40-step CPU run of a "
             f"135M model needs visible movement; {measured}",
             "beta": "no reference model: halves the CPU cost of a step on a 40-step demo",
-            "max_completion_length": "the answer is one number; 16 tokens leave room for a short preamble",
             "gradient_accumulation_steps": "2 prompts x 8 generations per step keeps a CPU step near 15 s",
             "logging_steps": "a short run: log every step so the reward curve has 40 points",
         },
@@ -161,7 +159,7 @@ def _route(correctness: RewardSpec, say: Callable[[str], None], progress: Progre
         RouteRequest(
             signal="exact_answer",
             verifier=correctness,
-            probe=ProbeSpec(dataset=ADDITION_DATASET_ID, num_prompts=16, max_new_tokens=16),
+            probe=ProbeSpec(dataset=ADDITION_DATASET_ID, num_prompts=16, max_new_tokens=32),
         ),
         progress=progress,
     )

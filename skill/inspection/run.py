@@ -41,7 +41,7 @@ from skill.inspection.scoring import score_fresh
 from skill.rewards.fingerprint import reward_fingerprint
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import MIN_SAMPLES
-from skill.routing.probe import ProbeSpec, probe_rows
+from skill.routing.probe import ProbeSpec, probe_rows, warn_before_long_sampling
 from skill.routing.route import load_route
 from skill.routing.subject import check_inspection_subject
 from skill.sampling import Progress, SamplingSettings, sample_completions
@@ -81,6 +81,7 @@ def _collect(
         n=generate.n, temperature=generate.temperature, max_new_tokens=generate.max_new_tokens, seed=generate.seed
     )
     prompts = [row[generate.prompt_column] for row in rows]
+    warn_before_long_sampling(progress, generate.model, len(prompts), generate.n, generate.max_new_tokens)
     groups = sample_completions(generate.model, prompts, settings, progress, should_stop=should_stop)
     samples = [
         SuppliedSample(

@@ -22,8 +22,15 @@ from skill.inspection.gate import GateClosed, open_gate
 from skill.memory.estimate import estimate_memory
 from skill.models.shapes import known_model_names, known_parameters_b, parameters_from_local_dir
 from skill.models.sources import EMBEDDED_MODEL_ID, is_embedded
+from skill.recipe.completion_budget import (
+    check_budget_override,
+    cpu_budget_warning,
+    reference_answer_tokens,
+    size_completion_budget,
+)
 from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
 from skill.recipe.field_values import check_field_values
+from skill.recipe.group_arithmetic import check_group_arithmetic
 from skill.recipe.launch_commands import launch_commands
 from skill.recipe.plan_checks import QLORA_GENERATION, refuse_quantized_vllm
 from skill.recipe.precision import check_master_weights, precision_fields
@@ -37,7 +44,7 @@ from skill.recipe.schema import (
     RecipeReason,
     target_is_this_machine,
 )
-from skill.recipe.seed import CPU_SHORT_RUN, GROUP_SIZE_FLOOR, SEED
+from skill.recipe.seed import CPU_SHORT_RUN, SEED
 from skill.recipe.trl_contract import (
     build_grpo_config,
     check_field_names,
@@ -49,6 +56,7 @@ from skill.recipe.variants import VARIANTS_BY_NAME, apply_variants
 from skill.rewards.composite import check_composite
 from skill.rewards.registry import registered_reward
 from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
+from skill.routing.evidence import CompletionLengths
 from skill.routing.route import route_for_recipe
 
 EMBEDDED_PARAMETERS_B = 0.135  # SmolLM2-135M-Instruct
@@ -63,8 +71,7 @@ class RecipeRequest(BaseModel):
     hardware: HardwareSpec = Field(description="The target machine(s).")
     method: Literal["full", "lora", "qlora", "auto"] = Field(
         default="auto",
-        description="full fine-tune, LoRA, or QLoRA (NF4 base); 'auto' picks the cheapest whose memory estimate "
-        "fits (full, then LoRA, then QLoRA on GPUs).",
+        description="full fine-tune, LoRA, or QLoRA (NF4 base); 'auto': the cheapest whose memory estimate fits.",
     )
     rewards: list[RewardSpec] = Field(description="Reward specs; at least one correctness (or judge) reward.")
     dataset: DatasetSpec
@@ -77,7 +84,7 @@ class RecipeRequest(BaseModel):
         default=None, description="The route_check decision this recipe follows; it must have routed to grpo."
     )
     evaluation: EvaluationPlan | None = Field(
-        default=None, description="Held-out evaluation during training; by default chosen from run length and cost."
+        default=None, description="Held-out evaluation; by default chosen from run length and cost."
     )
 
     @field_validator("route_decision_id")
@@ -111,11 +118,12 @@ def _parameters_b(model: ModelSpec) -> float:
 
 
 class _Builder:
-    """Collects kwargs and the reason each one has its value."""
+    """Collects kwargs, the reason each one has its value, and notes for the recipe's validation lines."""
 
     def __init__(self) -> None:
         self.trl: dict[str, Any] = {}
         self.reasons: dict[str, RecipeReason] = {}
+        self.notes: list[str] = []
 
     def set(self, field: str, value: Any, source: str, reason: str) -> None:
         self.trl[field] = value
@@ -185,6 +193,15 @@ def _apply_sequence_budget(build: _Builder, dataset: DatasetSpec) -> None:
     )
 
 
+def _apply_completion_budget(build: _Builder, request: RecipeRequest, probe: CompletionLengths | None) -> int:
+    """max_completion_length from the task's evidence (skill.recipe.completion_budget); returns the sized value."""
+    references = reference_answer_tokens(request.dataset, request.model.name)
+    budget = size_completion_budget(probe, references, request.rewards, SEED["max_completion_length"][0])
+    build.set("max_completion_length", budget.value, "task", budget.reason)
+    build.notes += budget.warnings
+    return budget.value
+
+
 def _apply_method(build: _Builder, method: str, hardware: HardwareSpec) -> PeftSpec | None:
     if method == "full":
         return None
@@ -208,33 +225,6 @@ def check_rewards(rewards: list[RewardSpec]) -> None:
         )
 
 
-def check_group_arithmetic(trl: dict[str, Any], world_size: int) -> None:
-    generations = trl["num_generations"]
-    if not isinstance(generations, int) or generations < GROUP_SIZE_FLOOR:
-        raise SkillError(
-            f"num_generations={generations!r} is below the floor of {GROUP_SIZE_FLOOR}: with fewer samples the "
-            "group mean is too noisy a baseline and most groups have no mixed outcomes.",
-            f"Send num_generations >= {GROUP_SIZE_FLOOR} (e.g. 8 or 16).",
-        )
-    per_device = trl["per_device_train_batch_size"]
-    global_batch = per_device * world_size
-    steps = trl.get("steps_per_generation") or trl["gradient_accumulation_steps"]
-    generation_batch = trl.get("generation_batch_size") or global_batch * steps
-    if generation_batch % global_batch:
-        raise SkillError(
-            f"generation_batch_size={generation_batch} is not divisible by the global batch "
-            f"{per_device} x {world_size} training processes = {global_batch}.",
-            f"Send a generation_batch_size that is a multiple of {global_batch}.",
-        )
-    if generation_batch % generations:
-        raise SkillError(
-            f"The generation batch ({generation_batch} = {per_device} per device x {world_size} training "
-            f"processes x {steps} steps) is not divisible by num_generations={generations}: TRL needs whole groups.",
-            f"Send per_device_train_batch_size or gradient_accumulation_steps so that their product with "
-            f"{world_size} is a multiple of {generations}.",
-        )
-
-
 def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     """Emit a validated GRPO recipe for a model, hardware and rewards.
 
@@ -250,10 +240,13 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     if request.method == "auto":
         return _emit_auto(request)
     check_rewards(request.rewards)
+    route = None
+    if request.route_decision_id is not None:  # refused here, before any work, when it is about something else
+        route = route_for_recipe(request.route_decision_id, request.model.name, request.dataset.name, request.rewards)
     parameters_b = _parameters_b(request.model)
     dataset, prompt_reason = size_prompt_budget(request.dataset, request.model.name)  # measured prompt lengths
     request = request.model_copy(update={"dataset": dataset})
-    build, peft, variant = _decide_kwargs(request, parameters_b)
+    build, peft, variant = _decide_kwargs(request, parameters_b, route[0].completion_lengths if route else None)
     refuse_quantized_vllm(build.trl, request.method)  # before the layout: it would keep GPUs for a server
     vllm_server = bool(build.trl.get("use_vllm")) and build.trl.get("vllm_mode") == "server"
     launch = layout_processes(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30, vllm_server=vllm_server)
@@ -286,26 +279,29 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
             trl_version=versions["trl"],
             transformers_version=versions["transformers"],
             torch_version=versions["torch"],
-            validation=[f"Built a real trl.GRPOConfig with trl {versions['trl']}.", *notes],
+            validation=[f"Built a real trl.GRPOConfig with trl {versions['trl']}.", *notes, *build.notes],
         ),
     )
     recipe.launch.commands = launch_commands(recipe)
-    _attach_provenance(recipe, request)
+    _attach_provenance(recipe, request, route[1] if route else None)
     return recipe
 
 
-def _attach_provenance(recipe: GRPORecipe, request: RecipeRequest) -> None:
+def _attach_provenance(recipe: GRPORecipe, request: RecipeRequest, route_line: str | None) -> None:
     """The memory estimate, the route, the inspection and the composite rule's warnings, into the provenance."""
     _attach_memory_estimate(recipe)
-    if request.route_decision_id is not None:
-        _attach_route(recipe, request.route_decision_id)
+    if route_line is not None:
+        recipe.provenance.route_decision = request.route_decision_id
+        recipe.provenance.validation.append(route_line)
     _attach_inspection(recipe)
     composite = check_composite(request.rewards)
     recipe.provenance.validation.extend(f"Composite rewards: {warning}" for warning in composite.warnings)
 
 
-def _decide_kwargs(request: RecipeRequest, parameters_b: float) -> tuple[_Builder, PeftSpec | None, Any]:
-    """The GRPOConfig kwargs in the order of precedence: seed, hardware, method, rewards, variants, overrides."""
+def _decide_kwargs(
+    request: RecipeRequest, parameters_b: float, probe: CompletionLengths | None
+) -> tuple[_Builder, PeftSpec | None, Any]:
+    """The GRPOConfig kwargs in the order of precedence: seed, hardware, method, the task, variants, overrides."""
     build = _Builder()
     for field, (value, reason) in SEED.items():
         build.set(field, value, "seed", reason)
@@ -319,6 +315,7 @@ def _decide_kwargs(request: RecipeRequest, parameters_b: float) -> tuple[_Builde
         "rewards",
         "weights from the reward specs, in order",
     )
+    budget = _apply_completion_budget(build, request, probe)
     if request.max_steps is not None:
         build.set("max_steps", request.max_steps, "override", "requested run length")
     variant = None
@@ -327,8 +324,11 @@ def _decide_kwargs(request: RecipeRequest, parameters_b: float) -> tuple[_Builde
         for field, owner in variant.changes.items():
             build.set(field, build.trl[field], "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
     check_field_names(request.overrides)
+    check_budget_override(request.overrides.get("max_completion_length"), probe, budget)
     for field, value in request.overrides.items():
         build.set(field, value, "override", request.override_reasons.get(field, "set explicitly by the caller"))
+    slow = cpu_budget_warning(build.trl["max_completion_length"]) if request.hardware.accelerator == "cpu" else None
+    build.notes += [slow] if slow else []
     if "vllm_max_model_length" not in request.overrides:
         _apply_sequence_budget(build, request.dataset)
     if len(build.trl["reward_weights"]) != len(request.rewards):
@@ -365,12 +365,6 @@ def _attach_inspection(recipe: GRPORecipe) -> None:
     recipe.provenance.inspection_id, recipe.provenance.reward_review = gate.inspection_id, gate.stamp
     if not gate.reviewed:
         recipe.provenance.validation.append(f"{gate.stamp[:1].upper()}{gate.stamp[1:]}.")
-
-
-def _attach_route(recipe: GRPORecipe, route_id: str) -> None:
-    line = route_for_recipe(route_id, recipe.model.name, recipe.dataset.name, recipe.rewards)
-    recipe.provenance.route_decision = route_id
-    recipe.provenance.validation.append(line)
 
 
 def _emit_auto(request: RecipeRequest) -> GRPORecipe:

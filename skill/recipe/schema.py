@@ -70,7 +70,7 @@ class RecipeReason(BaseModel):
 
     field: str
     value: Any
-    source: Literal["seed", "hardware", "method", "variant", "override", "rewards", "dataset"]
+    source: Literal["seed", "hardware", "method", "task", "variant", "override", "rewards", "dataset"]
     reason: str
 
 

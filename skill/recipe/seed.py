@@ -28,7 +28,11 @@ SEED: dict[str, tuple[Any, str]] = {
     "num_iterations": (1, "one optimizer pass per generation batch: on-policy, no ratio drift"),
     "temperature": (1.0, "sample at the model's own distribution so groups have varied outcomes"),
     "top_p": (1.0, "no nucleus truncation: keep the full distribution for exploration"),
-    "max_completion_length": (256, "room for short reasoning plus an answer; raise for long chains of thought"),
+    "max_completion_length": (
+        256,
+        "room for short reasoning plus an answer; the task's evidence sizes the recipe's value "
+        "(skill.recipe.completion_budget), never below this without a probe",
+    ),
     "mask_truncated_completions": (False, "truncated completions still count; the overlong variant changes this"),
     "multi_objective_aggregation": ("sum_then_normalize", "weighted sum of rewards, then group normalisation"),
     "lr_scheduler_type": ("constant_with_warmup", "RL rewards are non-stationary; no decay schedule to tune"),
@@ -43,8 +47,8 @@ SEED: dict[str, tuple[Any, str]] = {
 }
 
 # The measured short CPU run (the demo: SmolLM2-135M, addition task, 2 cores): 40 steps with these values (the
-# demo kept a 3% warm-up) and rewards correctness 1.0 / format 0.2 lifted correctness 0.16 -> 0.79 (first vs last
-# 10 steps); with the seed's
+# demo kept a 3% warm-up; 16 completion tokens then, sized from the task now: skill.recipe.completion_budget) and
+# rewards correctness 1.0 / format 0.2 lifted correctness 0.16 -> 0.79 (first vs last 10 steps); with the seed's
 # values (lr 5e-7, beta 0.01, 32 completions per step, 32 tokens) 10 steps left the reward flat (0.125 -> 0.156).
 # A CPU target takes these over the seed; GPU targets keep the seed.
 CPU_SHORT_RUN: dict[str, tuple[Any, str]] = {
@@ -62,11 +66,6 @@ CPU_SHORT_RUN: dict[str, tuple[Any, str]] = {
         2,
         "CPU target: 2 groups of 8 per optimizer step (16 completions) keep a step near 15 s on 2 cores (measured "
         "demo); the seed's 4 groups double that",
-    ),
-    "max_completion_length": (
-        16,
-        "CPU target: every token is a forward pass of the whole group, so the budget sets a step's time; 16 tokens "
-        "fit a short answer (measured demo); raise it for reasoning or code (truncation shows in run_status)",
     ),
     "warmup_steps": (0, "CPU target, a short run: a warm-up ratio would spend the first step at learning rate 0"),
     "logging_steps": (1, "CPU target, a short run: log every step so the reward curve has a point per step"),

@@ -8,8 +8,9 @@ refused before any process starts, with the same message emit gives.
 from __future__ import annotations
 
 from skill.errors import SkillError
-from skill.recipe.emit import check_group_arithmetic, check_rewards
+from skill.recipe.emit import check_rewards
 from skill.recipe.field_values import check_field_values, with_defaults
+from skill.recipe.group_arithmetic import check_group_arithmetic
 from skill.recipe.plan_checks import refuse_quantized_vllm
 from skill.recipe.schema import GRPORecipe, target_is_this_machine
 from skill.recipe.trl_contract import build_grpo_config, recipe_transformers

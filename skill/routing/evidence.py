@@ -1,8 +1,9 @@
-"""What a probe measured: pass@k, the per-prompt successes and the learnable fraction."""
+"""What a probe measured: pass@k, the per-prompt successes, the learnable fraction and the completions' lengths."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -62,4 +63,50 @@ def probe_evidence(
         learnable_prompt_indices=learnable,
         temperatures=temperatures,
         seconds=round(seconds, 2),
+    )
+
+
+class CompletionLengths(BaseModel):
+    """How long the probe's completions ran at the training temperature, in tokens: what sizes the recipe's
+    max_completion_length (skill.recipe.completion_budget)."""
+
+    budget: int = Field(description="The probe's max_new_tokens: a completion cut there is counted at it.")
+    tokens: list[int] = Field(description="Every completion's length, shortest first.")
+    truncated: int = Field(description="Completions cut at the budget, unfinished.")
+    passing_tokens: list[int] = Field(
+        description="The lengths of the completions that passed and finished, shortest first (one cut at the budget "
+        "that passed needed no more room)."
+    )
+
+    def truncated_at(self, budget: int) -> float | None:
+        """The share of these completions a budget would cut; None above the probe's budget when the probe cut
+        some (how far they would have run is unknown).
+
+        >>> lengths = CompletionLengths(budget=16, tokens=[3, 9, 16, 16], truncated=2, passing_tokens=[3])
+        >>> lengths.truncated_at(8), lengths.truncated_at(16), lengths.truncated_at(32)
+        (0.75, 0.5, None)
+        """
+        if budget > self.budget:
+            return 0.0 if not self.truncated else None
+        return sum(length >= budget for length in self.tokens) / len(self.tokens)
+
+
+def measure_lengths(
+    samples: list[dict[str, Any]], budget: int, temperature: float, threshold: float
+) -> CompletionLengths:
+    """The lengths of the samples drawn at ``temperature`` (the training one); a sample passes at ``threshold``.
+
+    >>> samples = [{"tokens": 4, "truncated": False, "score": 1.0, "temperature": 1.0},
+    ...            {"tokens": 8, "truncated": True, "score": 1.0, "temperature": 1.0}]
+    >>> measure_lengths(samples, 8, 1.0, 1.0).passing_tokens
+    [4]
+    """
+    hot = [sample for sample in samples if sample["temperature"] == temperature]
+    return CompletionLengths(
+        budget=budget,
+        tokens=sorted(sample["tokens"] for sample in hot),
+        truncated=sum(sample["truncated"] for sample in hot),
+        passing_tokens=sorted(
+            sample["tokens"] for sample in hot if sample["score"] >= threshold and not sample["truncated"]
+        ),
     )

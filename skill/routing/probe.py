@@ -122,6 +122,19 @@ def score_groups(
     return [flat[i * probe.n : (i + 1) * probe.n] for i in range(len(groups))]
 
 
+def warn_before_long_sampling(progress: Progress | None, model: str, prompts: int, n: int, tokens: int) -> None:
+    """Say, before sampling starts, when it is expected to outlast a client's usual timeout, and how to shrink it."""
+    expected = estimate_before(model, prompts, n, tokens)
+    if progress is not None and expected is not None and expected.seconds > USUAL_CLIENT_TIMEOUT_S:
+        progress(
+            0,
+            prompts * n,
+            f"Sampling {prompts} prompts x {n} x {tokens} tokens is expected to take about {expected.seconds:.0f} s "
+            f"here (a probe: per round), past the {USUAL_CLIENT_TIMEOUT_S} s many clients wait for a call: shrink "
+            "num_prompts or max_new_tokens, or raise the client's timeout (progress follows at least every 5 s).",
+        )
+
+
 def run_probe(
     probe: ProbeSpec, verifier: RewardSpec, progress: Progress | None, should_stop: ShouldStop | None
 ) -> tuple[RouteEvidence, list[dict[str, Any]], list[dict[str, Any]]]:
@@ -136,15 +149,7 @@ def run_probe(
             "or raise n.",
         )
     prompts = [row[probe.prompt_column] for row in rows]
-    expected = estimate_before(probe.model, len(rows), probe.n, probe.max_new_tokens)
-    if progress is not None and expected is not None and expected.seconds > USUAL_CLIENT_TIMEOUT_S:
-        progress(
-            0,
-            len(rows) * probe.n,
-            f"This probe is expected to take about {expected.seconds:.0f} s per sampling round here, past the "
-            f"{USUAL_CLIENT_TIMEOUT_S} s many clients wait for a call: shrink num_prompts or max_new_tokens, or raise "
-            "the client's timeout (progress follows at least every 5 s).",
-        )
+    warn_before_long_sampling(progress, probe.model, len(rows), probe.n, probe.max_new_tokens)
     started = time.perf_counter()
     temperatures, samples = [], []
     for temperature in (probe.temperature, probe.low_temperature):
@@ -160,12 +165,14 @@ def run_probe(
                 "prompt_index": g.prompt_index,
                 "prompt": g.prompt,
                 "completion": c,
+                "tokens": tokens,
+                "truncated": cut,
                 "score": s,
                 "temperature": temperature,
                 "columns": {k: v for k, v in rows[g.prompt_index].items() if k != probe.prompt_column},
             }
             for g, group_scores in zip(groups, scores, strict=True)
-            for c, s in zip(g.completions, group_scores, strict=True)
+            for c, s, tokens, cut in zip(g.completions, group_scores, g.token_counts, g.truncated, strict=True)
         )
         if sum(successes) > 0:
             break

@@ -31,7 +31,7 @@ from skill.routing.declared import (
     declared_verdict,
     summarise,
 )
-from skill.routing.evidence import RouteEvidence
+from skill.routing.evidence import CompletionLengths, RouteEvidence, measure_lengths
 from skill.routing.handover import Handover, handover_for
 from skill.routing.interval_rule import Rate, Verdict, decide
 from skill.routing.probe import ProbeSpec, run_probe
@@ -113,6 +113,9 @@ class RouteDecision(BaseModel):
         description="For 'sample-more': the num_prompts (at the probe's n) that would decide at the rate seen; None "
         "when the rate sits on a boundary.",
     )
+    completion_lengths: CompletionLengths | None = Field(
+        default=None, description="The probe's completion lengths: they size the recipe's max_completion_length."
+    )
     measured_on: RouteSubject | None = Field(
         default=None,
         description="What a measured route was measured on: a recipe or inspection for another model, dataset or "
@@ -192,9 +195,9 @@ def load_route(route_id: str) -> tuple[RouteDecision, list[dict[str, Any]]]:
     return RouteDecision.model_validate(data["decision"]), data["samples"]
 
 
-def route_for_recipe(route_id: str, model: str, dataset: str, rewards: list[RewardSpec]) -> str:
-    """The provenance line of a recipe that follows route ``route_id``; refused when the route went elsewhere or
-    was measured on another model, dataset or verifier."""
+def route_for_recipe(route_id: str, model: str, dataset: str, rewards: list[RewardSpec]) -> tuple[RouteDecision, str]:
+    """The decision a recipe follows and the recipe's provenance line for it; refused when the route went
+    elsewhere or was measured on another model, dataset or verifier."""
     decision, _samples = load_route(route_id)
     if decision.route != "grpo":
         raise SkillError(
@@ -212,7 +215,7 @@ def route_for_recipe(route_id: str, model: str, dataset: str, rewards: list[Rewa
         )
     if decision.learnable_dataset:
         line += f"; the learnable prompts are in {decision.learnable_dataset} (send it as dataset.name to train on it)"
-    return line + "."
+    return decision, line + "."
 
 
 def _signal_decision(request: RouteRequest, route_id: str) -> RouteDecision | None:
@@ -329,6 +332,7 @@ def _probed_decision(
         evidence=evidence,
         pass_at_1_interval=_rounded(verdict.pass_rate.interval),
         learnable_fraction_interval=_rounded(verdict.learnable.interval) if verdict.learnable else None,
+        completion_lengths=measure_lengths(samples, probe.max_new_tokens, probe.temperature, probe.success_threshold),
         measured_on=measured_subject(probe.model, probe.dataset, verifier),
         declared=declared,
         next_skill="lora-qlora-recipes" if verdict.route == "lora-qlora-recipes" else None,

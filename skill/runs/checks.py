@@ -19,7 +19,7 @@ from skill.errors import SkillError
 from skill.inspection.reports import load_report
 from skill.memory.estimate import estimate_memory
 from skill.models.sources import resolve_tokenizer_path
-from skill.recipe.emit import check_group_arithmetic
+from skill.recipe.group_arithmetic import check_group_arithmetic
 from skill.recipe.schema import GRPORecipe
 from skill.routing.route import load_route
 
