@@ -1,22 +1,24 @@
 """The recipe emit_grpo_config gives a CPU target learns in a short run: no override, the embedded model, 5 steps.
 
-The seed's GPU values (lr 5e-7, beta 0.01, 4 groups of 8, 256 tokens) left a 10-step CPU run flat; the CPU
-target's short-run values (skill.recipe.seed.CPU_SHORT_RUN) must lift held-out pass@1 as run_status reports it:
-the run's own evaluation of held-out prompts (never trained on) before the first step and after the last, the
-lift beyond 1.96 binomial standard errors of the difference over the completions scored (the sample is fixed, so
-the completions drawn are the only noise between the two; skill.runs.held_out). The rewards are the composite the
+The flow as a user runs it: route_check's default probe (8 prompts x 8 x 32 tokens) routes the addition task to
+GRPO and measures the model's completion lengths, which size the recipe's max_completion_length (32: it cuts 39%
+of the probe's completions; skill.recipe.completion_budget); the rewards are accepted unread on the probe's
+samples. The seed's GPU values (lr 5e-7, beta 0.01, 4 groups of 8) left a 10-step CPU run flat; the CPU target's
+short-run values (skill.recipe.seed.CPU_SHORT_RUN) must lift held-out pass@1 as run_status reports it: the run's
+own evaluation of held-out prompts (never trained on) before the first step and after the last, the lift beyond
+1.96 binomial standard errors of the difference over the completions scored (the sample is fixed, so the
+completions drawn are the only noise between the two; skill.runs.held_out). The rewards are the composite the
 skill recommends (correctness 1.0, format 0.2). Only the evaluation's sample is chosen here (20 held-out prompts
 x 8 instead of the CPU default 16 x 2), for the power to show a lift of this size.
 
 The training curve is no measure of this: a step scores 2 prompts, whose difficulty moves it more than learning
-does. Measured 2026-12-02: 10 steps gave first-3 -> last-3 0.208 -> 0.229 while held-out pass@1 went 0.056 ->
-0.463 (40 prompts x 4); 5 steps gave 0.069 -> 0.231 (20 prompts x 8; intervals 0.03-0.11 and 0.12-0.35). With
-TRL's evaluation in the run (2026-12-03), 20 x 8: 0.081 (0.05-0.13) -> 0.256 (0.19-0.33), run 216 s, of which
-the two evaluations took 108 s; 20 x 4 took 79 s of 211 s (the evaluation's cost is mostly per batch, not per
-completion) and gave 0.087 -> 0.212 (another training order: evaluation draws from the same generator), a lift
-only 1.15x its threshold, so the test keeps 20 x 8 (2.2x). Five
-steps is the edge: holding out 40 prompts instead (another training order) gave 0.092 -> 0.142, no lift beyond
-the error, so the run keeps run_grpo's default split, on which the run is deterministic.
+does. Measured 2026-12-03 at 32 tokens: 0.125 (0.08-0.19) -> 0.224 (0.17-0.29), the lift 1.2x its threshold,
+the same on every run here (the run is deterministic on run_grpo's default split); the run took 154 s (two
+evaluations of 160 completions, 46 s and 44 s; five steps of 10 s; one checkpoint) and the test 193 s in a fresh
+session, of which about 20 s convert the embedded model once for the whole suite. At 16 tokens (the budget before
+it was sized from the task) the same run gave 0.081 -> 0.256, a budget the probe shows cutting 71% of the base
+model's completions. 20 x 4 instead of 20 x 8 gave a lift only 1.15x its threshold (at 16 tokens); five steps is
+the edge: holding out 40 prompts instead (another training order) gave 0.092 -> 0.142, no lift beyond the error.
 Earlier 10-step runs with seeds 3407 / 1 / 2 and lr 3e-5 (no better on balance) kept the CPU default at 1e-5.
 The 40-step figures are `make demo`'s (bench/RESULTS.md).
 """
@@ -89,6 +91,11 @@ def test_a_cpu_target_takes_the_short_run_values_and_a_gpu_target_the_seed():
         assert cpu.trl[field] == value and reasons[field].source == "hardware" and "CPU" in reasons[field].reason
         assert gpu.trl[field] != value, field
     assert gpu.trl["beta"] == 0.01 and gpu.trl["max_completion_length"] == 256 and gpu.trl["learning_rate"] == 5e-6
+    # Without a probe neither target knows the model's lengths: both keep the seed's budget, and only the CPU one
+    # is told what it costs there (speed is a warning, never a cut).
+    assert cpu.trl["max_completion_length"] == 256 and reasons["max_completion_length"].source == "task"
+    assert any(line.startswith("CPU target: completions of up to 256") for line in cpu.provenance.validation)
+    assert not any(line.startswith("CPU target") for line in gpu.provenance.validation)
     # 16 completions per optimizer step: whole groups of 8, as the group arithmetic demands.
     assert cpu.trl["per_device_train_batch_size"] * cpu.trl["gradient_accumulation_steps"] == 16
 

@@ -1,8 +1,9 @@
 """emit_grpo_config: a request in, a GRPORecipe the installed TRL accepts out.
 
 Order of decisions, each recorded with its reason: the seed recipe, then what the hardware
-implies (dtype, vLLM mode, checkpointing), then the method (LoRA / QLoRA), then variants, then the
-caller's explicit overrides. The result is then checked: the group-size floor, divisibility on the
+implies (dtype, vLLM mode, checkpointing), then the method (LoRA / QLoRA), then the task (the completion
+budget, from the route's probe: skill.recipe.completion_budget), then variants, then the caller's explicit
+overrides. The result is then checked: the group-size floor, divisibility on the
 target's world size, field names and enumerated values against the installed TRL, and a real
 ``GRPOConfig`` construction.
 """
