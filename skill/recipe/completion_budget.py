@@ -75,9 +75,9 @@ def reference_answer_tokens(dataset: DatasetSpec, model: str) -> list[int] | Non
         return None
 
 
-def _from_probe(probe: CompletionLengths) -> tuple[int, str, list[str]]:
+def _from_probe(probe: CompletionLengths) -> tuple[list[tuple[int, str]], list[str]]:
     """What the probe asks for: the shortest budget (a multiple of STEP, or its own) that cuts at most half of its
-    completions, or twice its own when it cut more; then room for the completions that passed."""
+    completions, or twice its own when it cut more; and room for the completions that passed."""
     count, cut = len(probe.tokens), probe.truncated / len(probe.tokens)
     seen = f"the probe cut {cut:.0%} of its {count} completions at {probe.budget} tokens"
     if cut > MOST:
@@ -86,27 +86,29 @@ def _from_probe(probe: CompletionLengths) -> tuple[int, str, list[str]]:
             f"max_completion_length: {seen}, so how many finish within the recipe's budget is unmeasured: probe "
             "again (route_check) with max_new_tokens at that budget."
         )
-        return raised, f"{seen}: raised to at least twice that, {raised}", [warning]
+        return [(raised, f"{seen}: raised to at least twice that, {raised}")], [warning]
     candidates = [*range(STEP, probe.budget, STEP), probe.budget]
     need = next(budget for budget in candidates if (probe.truncated_at(budget) or 0.0) <= MOST)
-    why = f"{seen}; {need} cuts {probe.truncated_at(need):.0%}"
+    asks = [(need, f"{seen}: {need} cuts {probe.truncated_at(need):.0%}, {need}")]
     if probe.passing_tokens:
         p90 = percentile(probe.passing_tokens, 0.9)
-        why += f"; the p90 of the {len(probe.passing_tokens)} that passed is {p90}"
-        need = max(need, math.ceil(HEADROOM * p90))
-    return need, why, []
+        room = math.ceil(HEADROOM * p90)
+        asks.append((room, f"the p90 of the {len(probe.passing_tokens)} that passed is {p90}: x{HEADROOM}, {room}"))
+    return asks, []
 
 
 def size_completion_budget(
     probe: CompletionLengths | None, references: list[int] | None, rewards: list[RewardSpec], seed: int
 ) -> CompletionBudget:
-    """The budget the evidence asks for, with each piece of evidence in the reason.
+    """The budget the evidence asks for, each piece of evidence in the reason with what it asks.
 
     >>> exact = RewardSpec(name="exact_match", role="correctness")
     >>> math_reward = RewardSpec(name="math", role="correctness")
     >>> probe = CompletionLengths(budget=32, tokens=[4] * 40 + [32] * 24, truncated=24, passing_tokens=[4] * 10)
-    >>> size_completion_budget(probe, [2] * 100, [exact], 256).value  # 16 cuts 38%; passing p90 4, answers 2
-    16
+    >>> print(size_completion_budget(probe, [2] * 100, [exact], 256).reason)  # doctest: +NORMALIZE_WHITESPACE
+    sized from the task, the largest of: the probe cut 38% of its 64 completions at 32 tokens: 16 cuts 38%, 16;
+    the p90 of the 10 that passed is 4: x1.5, 6; the reference answers' p90 is 2 tokens (100 read): x1.5, 3;
+    rounded up to a multiple of 16 = 16
     >>> [size_completion_budget(None, [2] * 100, [reward], 256).value for reward in (math_reward, exact)]
     [256, 256]
     >>> cut = CompletionLengths(budget=16, tokens=[16] * 64, truncated=64, passing_tokens=[])
@@ -116,26 +118,20 @@ def size_completion_budget(
     asks: list[tuple[int, str]] = []
     warnings: list[str] = []
     if probe is not None and probe.tokens:
-        need, why, warnings = _from_probe(probe)
-        asks.append((need, why))
+        asks, warnings = _from_probe(probe)
     else:
-        asks.append(
-            (
-                seed,
-                f"no probe measured the model's own lengths, so the seed's {seed} holds (a route_check probe "
-                "followed by this recipe sizes it)",
-            )
-        )
+        asks.append((seed, f"no probe measured the model's own lengths (route_check's probe would): the seed's {seed}"))
     if references:
-        p90 = percentile(references, 0.9)
-        asks.append((math.ceil(HEADROOM * p90), f"the reference answers' p90 is {p90} tokens ({len(references)} read)"))
+        p90, count = percentile(references, 0.9), len(references)
+        room = math.ceil(HEADROOM * p90)
+        asks.append((room, f"the reference answers' p90 is {p90} tokens ({count} read): x{HEADROOM}, {room}"))
     for spec in rewards:
         if spec.name in REASONING_REWARDS:
-            asks.append((REASONING_FLOOR, f"{spec.name}: {REASONING_REWARDS[spec.name]} (at least {REASONING_FLOOR})"))
+            asks.append((REASONING_FLOOR, f"{spec.name}: {REASONING_REWARDS[spec.name]}, {REASONING_FLOOR}"))
     value = rounded(max(need for need, _why in asks))
     evidence = "; ".join(why for _need, why in asks)
-    rule = f"sized from the task: {evidence}; the largest ask, with {HEADROOM}x room over a p90, rounded up to {STEP}"
-    return CompletionBudget(value=value, reason=f"{rule} = {value}", warnings=warnings)
+    reason = f"sized from the task, the largest of: {evidence}; rounded up to a multiple of {STEP} = {value}"
+    return CompletionBudget(value=value, reason=reason, warnings=warnings)
 
 
 def check_budget_override(value: object, probe: CompletionLengths | None, sized: int) -> None:
