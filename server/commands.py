@@ -198,6 +198,8 @@ def command_route(args: argparse.Namespace) -> None:
             f"  pass@1 {e.pass_at_1:.3f}  pass@{e.n} {e.pass_at_k[str(len(e.pass_at_k))]:.3f}  "
             f"learnable {e.learnable_fraction:.2f}  successes per prompt {e.per_prompt_successes}"
         )
+    if decision.completion_lengths:
+        print(f"  completion lengths: {decision.completion_lengths.describe()} (they size max_completion_length)")
     for warning in decision.warnings:
         print(f"  warning: {warning}")
     print(f"  next: {decision.next_step}" + (f" (skill {decision.next_skill})" if decision.next_skill else ""))

@@ -24,6 +24,8 @@ def test_demo_pipeline_runs_every_stage_for_real():
     for stage in ("route_check", "inspect_rewards", "emit_grpo_config", "estimate_memory", "run_grpo"):
         assert stage in text
     assert f"held-out: {result.held_out[0].describe()} -> " in text
+    # The route's completion lengths size the budget, and the screen says how.
+    assert "completion lengths: median" in text and "max_completion_length=" in text and "sized from the task" in text
     # The demo trains on its rewards unread, and says so on screen, in the run's status and on the model card.
     assert "review: NOT READ" in text and "reward review: reward not reviewed" in text
     status = run_status(result.run_id)

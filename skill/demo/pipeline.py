@@ -122,7 +122,7 @@ def run_demo(
     say("3/5 emit_grpo_config for SmolLM2-135M on this CPU...")
     recipe = emit_grpo_config(request.model_copy(update={"route_decision_id": decision.id}))
     for reason in recipe.reasons:
-        if reason.source == "override":
+        if reason.source in ("override", "task"):
             say(f"    {reason.field}={reason.value!r}: {reason.reason}")
     memory = recipe.provenance.memory_estimate or {}
     say(f"4/5 estimate_memory: peak {memory.get('peak_gib', 0):.2f} GiB on CPU RAM, fits: {memory.get('fits')}")
@@ -170,6 +170,8 @@ def _route(correctness: RewardSpec, say: Callable[[str], None], progress: Progre
         if evidence
         else f"    -> {decision.route}"
     )
+    if decision.completion_lengths:
+        say(f"    completion lengths: {decision.completion_lengths.describe()}")
     return decision
 
 

@@ -78,6 +78,16 @@ class CompletionLengths(BaseModel):
         "that passed needed no more room)."
     )
 
+    def describe(self) -> str:
+        """One line for a person.
+
+        >>> CompletionLengths(budget=16, tokens=[3, 9, 16, 16], truncated=2, passing_tokens=[3]).describe()
+        'median 9 tokens; 50% of 4 cut at the budget of 16'
+        """
+        median = self.tokens[(len(self.tokens) - 1) // 2] if self.tokens else 0
+        share = self.truncated / len(self.tokens) if self.tokens else 0.0
+        return f"median {median} tokens; {share:.0%} of {len(self.tokens)} cut at the budget of {self.budget}"
+
     def truncated_at(self, budget: int) -> float | None:
         """The share of these completions a budget would cut; None above the probe's budget when the probe cut
         some (how far they would have run is unknown).
