@@ -74,6 +74,7 @@ def test_an_override_that_cuts_most_probe_completions_is_refused_and_one_above_t
     check_budget_override(32, probe, 32)  # 38%: kept
     check_budget_override(512, lengths(16, [], 64), 32)  # above the probe's budget: unmeasured, kept
     check_budget_override(8, None, 256)  # no probe: nothing measured to refuse it on
+    check_budget_override(0, probe, 32)  # no budget at all: the field check refuses it with what it must be
 
 
 def test_the_reference_answers_are_read_before_the_extractor():

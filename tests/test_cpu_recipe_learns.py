@@ -12,13 +12,13 @@ skill recommends (correctness 1.0, format 0.2). Only the evaluation's sample is 
 x 8 instead of the CPU default 16 x 2), for the power to show a lift of this size.
 
 The training curve is no measure of this: a step scores 2 prompts, whose difficulty moves it more than learning
-does. Measured 2026-12-03 at 32 tokens: 0.125 (0.08-0.19) -> 0.224 (0.17-0.29), the lift 1.2x its threshold,
-the same on every run here (the run is deterministic on run_grpo's default split); the run took 154 s (two
-evaluations of 160 completions, 46 s and 44 s; five steps of 10 s; one checkpoint) and the test 193 s in a fresh
-session, of which about 20 s convert the embedded model once for the whole suite. At 16 tokens (the budget before
-it was sized from the task) the same run gave 0.081 -> 0.256, a budget the probe shows cutting 71% of the base
-model's completions. 20 x 4 instead of 20 x 8 gave a lift only 1.15x its threshold (at 16 tokens); five steps is
-the edge: holding out 40 prompts instead (another training order) gave 0.092 -> 0.142, no lift beyond the error.
+does. Measured 2026-12-03 at 32 tokens: 0.125 (0.08-0.19) -> 0.224 (0.17-0.29), the lift 1.2x its threshold, the
+same on both runs at this evaluation batch (the run is deterministic on run_grpo's default split); the run took 154
+s (two evaluations of 160 completions, 46 s and 44 s; five steps of 10 s; one checkpoint) and the test 193 s in a
+fresh session, of which about 20 s convert the embedded model once for the whole suite. At 16 tokens (the budget
+before it was sized from the task) the same run gave 0.081 -> 0.256, a budget the probe shows cutting 71% of the
+base model's completions. 20 x 4 instead of 20 x 8 gave a lift only 1.15x its threshold (at 16 tokens); five steps
+is the edge: holding out 40 prompts instead (another training order) gave 0.092 -> 0.142, no lift beyond the error.
 Earlier 10-step runs with seeds 3407 / 1 / 2 and lr 3e-5 (no better on balance) kept the CPU default at 1e-5.
 The 40-step figures are `make demo`'s (bench/RESULTS.md).
 """

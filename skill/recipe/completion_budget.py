@@ -142,8 +142,8 @@ def check_budget_override(value: object, probe: CompletionLengths | None, sized:
     Traceback (most recent call last):
     skill.errors.SkillError: max_completion_length=16 would cut 69% of the route's probe completions ...
     """
-    if probe is None or not probe.tokens or not isinstance(value, int) or isinstance(value, bool):
-        return
+    if probe is None or not probe.tokens or not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        return  # not a budget at all: the field check names what it must be
     cut = probe.truncated_at(value)
     if cut is not None and cut > MOST:
         raise SkillError(
