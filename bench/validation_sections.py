@@ -1,6 +1,7 @@
 """The parts of bench/RESULTS.md that check a judgment or a guarantee rather than a speed: reward grading on
 crafted and loaded inputs, memory verdicts against published reports, run health against labelled series, the
-soak of servers under concurrent clients and faults, and the MCP flow an agent sees.
+soak of servers under concurrent clients and faults, the MCP flow an agent sees, and the completion budget on
+completions its probe never saw.
 
 bench/run_all.py measures them (``validation_benchmarks``) and renders them after the speed table (``render_sections``).
 """
@@ -47,6 +48,7 @@ def validation_benchmarks(quick: bool) -> dict[str, tuple[str, Callable[[], Any]
         "health_validation": ("health", lambda: _health_validation(3 if quick else 10, 3 if quick else 10)),
         "agent_flow": ("agent flow", lambda: _bench_module("agent_flow").measure()),
         "soak": ("soak", lambda: _bench_module("soak").run(60 if quick else 300)),
+        "completion_budget": ("completion budget", lambda: _bench_module("completion_budget").measure(quick)),
     }
 
 
@@ -172,6 +174,22 @@ def _soak_lines(outcome: dict) -> list[str]:
     return lines
 
 
+def _completion_budget_lines(outcome: dict) -> list[str]:
+    lines = ["", "## The completion budget against completions its probe never saw", ""]
+    if not outcome.get("ok"):
+        return lines + [f"Not measured ({outcome.get('error', 'skipped')})."]
+    r = outcome["result"]
+    lines += [
+        "`bench/completion_budget.py`: the budget emit_grpo_config sizes from a probe of the embedded model, read on "
+        "fresh completions sampled to twice it (another seed; other prompts where the data has them). A budget "
+        "that cuts more than half past its probe is one the probe could not measure: the recipe then says to probe "
+        "again at it.",
+        "",
+        *_bench_module("completion_budget").markdown(r),
+    ]
+    return lines
+
+
 def render_sections(results: dict) -> list[str]:
     """The Markdown after the speed table; a section re-measured after the full run (``--only``) says when."""
     lines = [""]
@@ -182,6 +200,7 @@ def render_sections(results: dict) -> list[str]:
         ("health_validation", _health_lines),
         ("agent_flow", _agent_flow_lines),
         ("soak", _soak_lines),
+        ("completion_budget", _completion_budget_lines),
     ):
         outcome = results.get(key, {})
         section = render(outcome)

@@ -69,6 +69,15 @@ def test_inspection_benchmark_runs_at_a_tiny_size():
 
 
 @pytest.mark.slow
+def test_completion_budget_benchmark_reads_its_budget_on_fresh_completions():
+    result = load("completion_budget").measure(quick=True)
+    [case] = result["cases"]
+    assert case["budget"] >= 16 and case["completions"] == 16 and 0 <= case["sized"]["cut"] <= 1
+    assert case["old_cpu"]["cut"] >= case["sized"]["cut"]  # a shorter budget never cuts fewer of the same samples
+    assert load("completion_budget").markdown(result)[2].startswith("| addition (exact_match) |")
+
+
+@pytest.mark.slow
 def test_runner_overhead_benchmark_runs_at_a_tiny_size():
     result = load("runner_overhead").measure(steps=3, rounds=1)
     assert result["bare_s_per_step"] > 0 and result["runner_s_per_step"] > 0
