@@ -24,6 +24,7 @@ def _case(name: str, dataset: Any, verifier: Any, rewards: list[Any], fresh_rows
     from skill.data import load_rows
     from skill.intervals import wilson_interval
     from skill.recipe.completion_budget import reference_answer_tokens, size_completion_budget
+    from skill.recipe.seed import SEED
     from skill.routing.evidence import measure_lengths
     from skill.routing.probe import ProbeSpec, run_probe
     from skill.sampling import SamplingSettings, sample_completions
@@ -32,7 +33,8 @@ def _case(name: str, dataset: Any, verifier: Any, rewards: list[Any], fresh_rows
     spec = ProbeSpec(rows=rows, **probe)
     _evidence, samples, _rows = run_probe(spec, verifier, None, None)
     lengths = measure_lengths(samples, spec.max_new_tokens, spec.temperature, spec.success_threshold)
-    budget = size_completion_budget(lengths, reference_answer_tokens(dataset, MODEL), rewards, seed=256)
+    references = reference_answer_tokens(dataset, MODEL)
+    budget = size_completion_budget(lengths, references, rewards, seed=SEED["max_completion_length"][0])
     prompts = [row["prompt"] for row in rows[fresh_rows]]
     settings = SamplingSettings(n=n, max_new_tokens=2 * budget.value, seed=1)
     counts = [count for group in sample_completions(MODEL, prompts, settings) for count in group.token_counts]

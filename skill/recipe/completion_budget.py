@@ -37,9 +37,10 @@ REASONING_REWARDS = {
     "unit_tests": "a program is written out whole before the tests run",
     "rubric_judge": "a judged answer is a written response",
 }
-# Measured on 2 CPU cores with the embedded 135M model (make demo, 16 completions a step): about 15 s a step at 16
-# tokens; generation and the backward pass grow about linearly with the budget.
-CPU_SECONDS_PER_TOKEN = 15 / 16
+# Measured on 2 idle CPU cores with the embedded 135M model, 16 completions a step (2026-12-03): 10 s a step at a
+# 32-token budget (the learning test), 14.6 s at 48 (make demo); generation and the backward pass grow about
+# linearly with the budget.
+CPU_SECONDS_PER_TOKEN = 14.6 / 48
 CPU_WARN_ABOVE = 64
 
 
@@ -163,6 +164,6 @@ def cpu_budget_warning(value: int) -> str | None:
         return None
     return (
         f"CPU target: completions of up to {value} tokens make a step slow: the embedded 135M model took about 15 s "
-        f"a step at 16 tokens on 2 cores, so expect about {value * CPU_SECONDS_PER_TOKEN / 60:.0f} min a step for "
-        "it, more for a larger model. The budget is what the task needs; a GPU target is the way to go faster."
+        f"a step at 48 tokens on 2 cores, so expect about {value * CPU_SECONDS_PER_TOKEN:.0f} s a step for it, more "
+        "for a larger model. The budget is what the task needs; a GPU target is the way to go faster."
     )
