@@ -67,15 +67,18 @@ def layout_processes(hardware: HardwareSpec, model_gib_bf16: float, vllm_server:
     7
     >>> layout_processes(HardwareSpec(gpu_model="H100", gpus_per_node=8), 14.2, vllm_server=False).training_processes
     8
-    >>> layout_processes(HardwareSpec(accelerator="cpu"), 0.3).launcher
-    'python'
+    >>> cpu = HardwareSpec(accelerator="cpu")
+    >>> layout_processes(cpu, 0.3, vllm_server=False).launcher, layout_processes(cpu, 0.3).launcher
+    ('python', 'accelerate')
     """
     if hardware.accelerator == "cpu" and hardware.nodes > 1:
         raise SkillError(
             f"A CPU recipe is laid out for one node (nodes={hardware.nodes} was sent).",
             "Send nodes=1; run_grpo spreads a CPU recipe's processes over cluster nodes (processes, nodes, slurm).",
         )
-    if hardware.accelerator == "cpu" or hardware.total_gpus == 1:
+    if hardware.accelerator == "cpu":
+        return cpu_processes_plan(1, vllm_server=vllm_server)
+    if hardware.total_gpus == 1:
         return LaunchPlan(training_processes=1, launcher="python")
     if not vllm_server:
         return LaunchPlan(
@@ -108,28 +111,28 @@ def layout_processes(hardware: HardwareSpec, model_gib_bf16: float, vllm_server:
     )
 
 
-def cpu_processes_plan(processes: int, nodes: int = 1) -> LaunchPlan:
+def cpu_processes_plan(processes: int, nodes: int = 1, vllm_server: bool = False) -> LaunchPlan:
     """N trainer processes on CPUs, each with a whole model copy: one ``python`` process, or ``accelerate launch``
-    over gloo with N processes spread equally over ``nodes`` machines (a cluster's; run_grpo's Slurm engine).
+    over gloo with N processes spread equally over ``nodes`` machines (a cluster's; run_grpo's Slurm engine). A
+    vLLM server runs on node 0's CPU beside them, so its plan is the launch script's even for one trainer.
 
     >>> cpu_processes_plan(2).launcher, cpu_processes_plan(1).launcher, cpu_processes_plan(2, nodes=2).launcher
     ('accelerate', 'python', 'accelerate')
+    >>> cpu_processes_plan(1, vllm_server=True).launcher
+    'accelerate'
     """
     if processes % nodes:
         raise SkillError(
             f"{processes} CPU process(es) do not split equally over {nodes} nodes.",
             f"Send processes as a multiple of nodes (e.g. processes={nodes}).",
         )
-    if processes == 1:
+    if processes == 1 and not vllm_server:
         return LaunchPlan(training_processes=1, launcher="python")
     where = f" on {nodes} nodes ({processes // nodes} each)" if nodes > 1 else ""
-    return LaunchPlan(
-        training_processes=processes,
-        launcher="accelerate",
-        notes=[
-            f"`accelerate launch` with {processes} CPU training processes{where} (gloo), each holding a model copy."
-        ],
-    )
+    notes = [f"`accelerate launch` with {processes} CPU training process(es){where} (gloo), each holding a model copy."]
+    if vllm_server:
+        notes.append("`trl vllm-serve` on the CPU of node 0, beside the trainers.")
+    return LaunchPlan(training_processes=processes, launcher="accelerate", notes=notes)
 
 
 def node_layouts(hardware: HardwareSpec, plan: LaunchPlan) -> list[NodeLayout]:

@@ -34,6 +34,7 @@ from skill.recipe.launch_commands import (
     SCRIPT_FILE,
     SLURM_SCRIPT,
     launch_commands,
+    starts_vllm_server,
     uses_vllm_server,
 )
 from skill.recipe.node_script import node_script
@@ -185,7 +186,8 @@ def on_cpu_processes(recipe: GRPORecipe, processes: int, nodes: int = 1) -> GRPO
             "Send processes=1 and nodes=1 (the plan decides), or emit the recipe for the hardware you want.",
         )
     hardware = recipe.hardware.model_copy(update={"nodes": nodes})
-    laid_out = recipe.model_copy(update={"launch": cpu_processes_plan(processes, nodes), "hardware": hardware})
+    plan = cpu_processes_plan(processes, nodes, vllm_server=uses_vllm_server(recipe))
+    laid_out = recipe.model_copy(update={"launch": plan, "hardware": hardware})
     laid_out.launch.commands = launch_commands(laid_out)
     return laid_out
 
@@ -214,7 +216,7 @@ def launch_files(recipe: GRPORecipe, sharding: Sharding | None = None) -> Launch
     refuse_whole_model_gather(recipe, chosen)
     recipe = with_reentrant_checkpointing(recipe, chosen)
     nodes = node_layouts(recipe.hardware, recipe.launch)
-    server = uses_vllm_server(recipe) and bool(nodes[0].vllm_gpus)
+    server = starts_vllm_server(recipe)
     needs = plan_needs(recipe, chosen)
     files = {
         CONFIG_FILE: accelerate_config(recipe, chosen),

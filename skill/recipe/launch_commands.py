@@ -36,6 +36,20 @@ def uses_vllm_server(recipe: GRPORecipe) -> bool:
     return bool(recipe.trl.get("use_vllm")) and recipe.trl.get("vllm_mode") == "server"
 
 
+def starts_vllm_server(recipe: GRPORecipe) -> bool:
+    """True when the launch plan starts that server: on GPUs of its own, or on a CPU target beside the trainers
+    (there, TRL's weight sync into it stops the trainer: ``runs.checks.check_target``)."""
+    on_cpu = recipe.hardware.accelerator == "cpu"
+    return uses_vllm_server(recipe) and (on_cpu or recipe.launch.vllm_server_gpus > 0)
+
+
+def server_devices(recipe: GRPORecipe) -> str:
+    """The server's device prefix: its GPUs on node 0, nothing on a CPU target."""
+    if recipe.hardware.accelerator == "cpu":
+        return ""
+    return f"CUDA_VISIBLE_DEVICES={gpu_list(node_layouts(recipe.hardware, recipe.launch)[0].vllm_gpus)} "
+
+
 def model_argument(recipe: GRPORecipe) -> str:
     """The model as a shell word; the embedded model resolves on the node the same way a run does."""
     name = recipe.model.name
@@ -46,7 +60,9 @@ def model_argument(recipe: GRPORecipe) -> str:
 
 
 def vllm_command(recipe: GRPORecipe, port: str | int | None = None) -> str:
-    """``trl vllm-serve`` for the recipe's server GPUs (without CUDA_VISIBLE_DEVICES), context sized to the budget."""
+    """``trl vllm-serve`` for the recipe's server GPUs (without CUDA_VISIBLE_DEVICES), context sized to the budget.
+    On a CPU target its KV cache is the recipe's share of host RAM (``vllm_gpu_memory_utilization``), not the 0.9
+    that suits GPUs of its own."""
     trl, launch = recipe.trl, recipe.launch
     parallel = launch.vllm_tensor_parallel_size
     parts = ["trl vllm-serve --model", model_argument(recipe), f"--tensor-parallel-size {parallel}"]
@@ -55,6 +71,8 @@ def vllm_command(recipe: GRPORecipe, port: str | int | None = None) -> str:
     parts.append(f"--port {port if port is not None else trl.get('vllm_server_port', VLLM_PORT)}")
     if trl.get("vllm_max_model_length"):
         parts.append(f"--max-model-len {trl['vllm_max_model_length']}")
+    if recipe.hardware.accelerator == "cpu":
+        parts.append(f"--gpu-memory-utilization {trl.get('vllm_gpu_memory_utilization', 0.3)}")
     return " ".join(parts)
 
 
@@ -94,9 +112,8 @@ def launch_commands(recipe: GRPORecipe) -> dict[str, str]:
         return {"train": f"python {SCRIPT_TRAINER}"}
     nodes = node_layouts(recipe.hardware, recipe.launch)
     commands: dict[str, str] = {}
-    server = uses_vllm_server(recipe) and nodes[0].vllm_gpus
-    if server:
-        commands["vllm (node 0)"] = f"CUDA_VISIBLE_DEVICES={gpu_list(nodes[0].vllm_gpus)} {vllm_command(recipe)}"
+    if starts_vllm_server(recipe):
+        commands["vllm (node 0)"] = server_devices(recipe) + vllm_command(recipe)
     count = len(nodes)
     for node in nodes[:2]:  # nodes after the first are alike: one command with $NODE_RANK
         rank = "0" if node.node_rank == 0 else "$NODE_RANK"

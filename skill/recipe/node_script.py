@@ -21,7 +21,8 @@ from skill.recipe.launch_commands import (
     MAIN_PROCESS_PORT,
     SCRIPT_TRAINER,
     VLLM_PORT,
-    uses_vllm_server,
+    server_devices,
+    starts_vllm_server,
     vllm_command,
 )
 from skill.recipe.plan_checks import Sharding
@@ -52,11 +53,11 @@ def _needs_check(needs: dict[str, str]) -> list[str]:
     ]
 
 
-def _server_lines(recipe: GRPORecipe, first: NodeLayout) -> list[str]:
+def _server_lines(recipe: GRPORecipe) -> list[str]:
     """Node 0 starts the vLLM server (its output in vllm_server.log); every node waits for its /health."""
     return [
         'if [ "$NODE_RANK" -eq 0 ]; then',
-        f"  CUDA_VISIBLE_DEVICES={gpu_list(first.vllm_gpus)} {vllm_command(recipe, '$VLLM_PORT')} > {VLLM_LOG} 2>&1 &",
+        f"  {server_devices(recipe)}{vllm_command(recipe, '$VLLM_PORT')} > {VLLM_LOG} 2>&1 &",
         "  VLLM_PID=$!",
         "  trap 'kill \"$VLLM_PID\" 2>/dev/null || true' EXIT",
         "fi",
@@ -137,10 +138,11 @@ def _header(recipe: GRPORecipe, sharding: Sharding, server: str) -> list[str]:
 
 def node_script(recipe: GRPORecipe, nodes: list[NodeLayout], sharding: Sharding, needs: dict[str, str]) -> str:
     first, rest = nodes[0], nodes[1:]
-    server = uses_vllm_server(recipe) and bool(first.vllm_gpus)
+    server = starts_vllm_server(recipe)
     on_cpu = recipe.hardware.accelerator == "cpu"
+    where = "the CPU" if on_cpu else f"{len(first.vllm_gpus)} GPU(s)"
     lines = [
-        *_header(recipe, sharding, f", vLLM on {len(first.vllm_gpus)} GPU(s) of node 0" if server else ""),
+        *_header(recipe, sharding, f", vLLM on {where} of node 0" if server else ""),
         f"NUM_MACHINES={len(nodes)}",
         *_needs_check(needs),
         'if [ "$NODE_RANK" -eq 0 ]; then',
@@ -150,7 +152,7 @@ def node_script(recipe: GRPORecipe, nodes: list[NodeLayout], sharding: Sharding,
         f"  TRAINER_GPUS={gpu_list(rest[0].trainer_gpus) if rest else ''}",
         f"  LOCAL_TRAINERS={rest[0].trainer_processes if rest else 0}",
         "fi",
-        *(_server_lines(recipe, first) if server else []),
+        *(_server_lines(recipe) if server else []),
         *_trainer_lines(server, on_cpu),
         "",
     ]

@@ -21,7 +21,7 @@ from skill.hardware.specs import KNOWN_GPUS, HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.gather import gathers_whole_model
 from skill.memory.schema import ALLOCATOR_SLACK, DTYPE_BYTES, GIB, MemoryEstimate
-from skill.recipe.launch_commands import uses_vllm_server
+from skill.recipe.launch_commands import starts_vllm_server, uses_vllm_server
 from skill.recipe.schema import GRPORecipe, RecipeReason
 
 Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
@@ -72,7 +72,7 @@ def refuse_quantized_vllm(trl: dict[str, Any], method: str) -> None:
 
 def refuse_unlaunchable(recipe: GRPORecipe, sharding: Sharding | None) -> None:
     """Refuse what no launch plan can run: a server without GPUs, a sharded NF4 base, QLoRA through vLLM."""
-    if uses_vllm_server(recipe) and not recipe.launch.vllm_server_gpus:
+    if uses_vllm_server(recipe) and not starts_vllm_server(recipe):
         raise SkillError(
             "The recipe generates with a vLLM server but its launch plan gives the server no GPU.",
             "Re-emit the recipe (several GPUs get a server), or set vllm_mode='colocate'.",

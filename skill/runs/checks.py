@@ -1,7 +1,7 @@
 """Checks before a run starts: refuse with the reason, before any process is spawned.
 
-An explicit ``force`` with a recorded reason overrides the memory and route checks, never the
-inspection gate. The data is loaded, checked for the columns the rewards read, filtered for prompts
+An explicit ``force`` with a recorded reason overrides the memory, route and device checks (a CPU server plan
+included), never the inspection gate. The data is loaded, checked for the columns the rewards read, filtered for prompts
 over the token budget (TRL 1.16 no longer truncates prompts), and split into training and held-out
 prompts.
 """
@@ -20,6 +20,7 @@ from skill.inspection.reports import load_report
 from skill.memory.estimate import estimate_memory
 from skill.models.sources import resolve_tokenizer_path
 from skill.recipe.group_arithmetic import check_group_arithmetic
+from skill.recipe.launch_commands import uses_vllm_server
 from skill.recipe.schema import GRPORecipe
 from skill.routing.route import load_route
 
@@ -112,9 +113,10 @@ def split_held_out(
     return [row for row in shuffled if id(row) not in chosen], held
 
 
-def check_target(recipe: GRPORecipe, on_this_machine: bool = True) -> list[str]:
+def check_target(recipe: GRPORecipe, force: bool = False, on_this_machine: bool = True) -> list[str]:
     """The recipe must run where it is sent: a GPU recipe needs CUDA here (on a cluster, the scheduler grants the
-    nodes' GPUs), vLLM needs vLLM installed, and a CPU recipe cannot sync weights into a vLLM server."""
+    nodes' GPUs), vLLM needs vLLM installed, and a CPU recipe cannot sync weights into a vLLM server (forced, the
+    plan starts the server and checks it, and the trainer stops where TRL refuses the sync)."""
     notes = []
     if recipe.hardware.accelerator == "gpu" and on_this_machine:
         import torch
@@ -130,13 +132,18 @@ def check_target(recipe: GRPORecipe, on_this_machine: bool = True) -> list[str]:
             "The recipe generates with vLLM, which is not installed here.",
             "Install the vllm extra (pip install 'grpo-rlvr[vllm]'), or emit the recipe with use_vllm=False.",
         )
-    if recipe.trl.get("use_vllm") and recipe.hardware.accelerator == "cpu" and recipe.trl.get("vllm_mode") == "server":
-        raise SkillError(
+    if uses_vllm_server(recipe) and recipe.hardware.accelerator == "cpu":
+        line = (
             "A CPU recipe cannot train against a vLLM server: TRL 1.16 pushes each step's weights into the server "
-            "through vLLM's NCCL weight-transfer engine, which needs CUDA.",
-            "Send vllm_mode='colocate' (vLLM inside the training process; runs on CPU with vLLM's CPU build), "
-            "or use_vllm=False.",
+            "through vLLM's NCCL weight-transfer engine, which needs CUDA."
         )
+        if not force:
+            raise SkillError(
+                line,
+                "Send vllm_mode='colocate' (vLLM inside the training process; runs on CPU with vLLM's CPU build), "
+                "or use_vllm=False.",
+            )
+        notes.append(line + " Forced: the server starts and is checked; the trainer stops at TRL's weight sync.")
     return notes
 
 

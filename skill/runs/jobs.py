@@ -51,7 +51,9 @@ class RunRequest(BaseModel):
     recipe: GRPORecipe | None = Field(default=None, description="The recipe (emit_grpo_config's output).")
     run_id: str | None = Field(default=None, description="A name for the run (default: generated).")
     resume_run_id: str | None = Field(default=None, description="Continue this run from its last checkpoint.")
-    force: bool = Field(default=False, description="Override the memory and route checks (never the inspection).")
+    force: bool = Field(
+        default=False, description="Override the memory, route and device checks (never the reward review)."
+    )
     force_reason: str = ""
     held_out_fraction: float = Field(default=0.1, ge=0, lt=1)
     processes: int = Field(
@@ -222,7 +224,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     notes = [f"Gate: {gate.stamp}."]
     recipe = on_cpu_processes(recipe, request.processes, request.nodes)  # the request's choice among valid plans
     engine = engine_for(recipe, request.slurm)
-    notes += checks.check_target(recipe, on_this_machine=engine.runs_here)
+    notes += checks.check_target(recipe, request.force, on_this_machine=engine.runs_here)
     notes += checks.check_route(recipe, request.force)
     notes += checks.check_cpu_processes(recipe, request.force, on_this_machine=engine.runs_here)
     recipe = engine.planned(recipe)

@@ -24,7 +24,8 @@ SIGUSR1 (Slurm's notice before a time limit) saves a checkpoint at the next step
 Debugging aid: GRPO_RLVR_DUMP_RANK_STATE=DIR makes every rank report itself at the end (``runs.rank_state``).
 
 With a colocated vLLM engine, rank 0 writes vllm_engine.json (the settings vLLM was built with, read back);
-on a CPU the weight sync is skill.runs.vllm_cpu's (GRPO_RLVR_VLLM_SYNC_CHECK=1 also verifies every sync).
+on a CPU the weight sync is skill.runs.vllm_cpu's (GRPO_RLVR_VLLM_SYNC_CHECK=1 also verifies every sync). Against
+a vLLM server, rank 0 first checks the server serves this run (skill.runs.vllm_server_check).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from skill.runs.store import (
     write_record,
 )
 from skill.runs.vllm_cpu import install_cpu_weight_sync, write_engine_settings
+from skill.runs.vllm_server_check import check_vllm_server
 from skill.state import write_atomically
 
 KEEP_CHECKPOINTS = 2
@@ -289,6 +291,8 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     if resume and writer:
         trim_to_checkpoint(run_dir, checkpoint)
     callback = _make_callback(run_dir, max_steps, recipe, len(evaluation_rows))
+    if writer and uses_vllm_server(recipe) and rows:  # before the model loads: a wrong server costs no load
+        check_vllm_server(run_dir, recipe, rows[0]["prompt"], kwargs)
     trainer = GRPOTrainer(
         model=resolve_model_path(recipe.model.name),
         # the dataset's columns: a user reward requiring one the data lacks is refused now, not NaN every step

@@ -12,22 +12,13 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
-from new_answers import addition_samples, pass_review
+from cpu_vllm import addition_file, pass_inspection, vllm_recipe
 
-from skill.data import addition_rows
-from skill.errors import SkillError
-from skill.hardware.specs import HardwareSpec
-from skill.inspection.run import inspect_rewards
-from skill.inspection.schema import InspectionRequest, SuppliedSample
-from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.rewards.spec import RewardSpec
 from skill.runs.held_out import is_evaluation, training_rows
 from skill.runs.jobs import RunRequest, run_grpo, run_logs, run_status
-from skill.runs.store import read_jsonl, run_dir, runs_root
+from skill.runs.store import read_jsonl, run_dir
 from skill.runs.vllm_cpu import (
     ENGINE_FILE,
     SYNC_CHECK_ENV,
@@ -37,10 +28,6 @@ from skill.runs.vllm_cpu import (
     recipe_vs_engine,
 )
 
-REWARDS = [
-    RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),
-    RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
-]
 STEPS = 3
 
 
@@ -100,54 +87,10 @@ def test_a_lora_model_reaches_vllm_merged_under_the_base_models_names(vllm_model
     assert all(torch.allclose(after[name], value, atol=1e-6) for name, value in before.items())
 
 
-def pass_inspection() -> None:
-    samples = [SuppliedSample(**sample) for sample in addition_samples()]
-    pass_review(inspect_rewards(InspectionRequest(rewards=REWARDS, samples=samples)))
-
-
-def vllm_recipe(model_dir: Path, dataset: Path, **overrides):
-    return emit_grpo_config(
-        RecipeRequest(
-            model=ModelSpec(name=str(model_dir)),
-            hardware=HardwareSpec(accelerator="cpu"),
-            method="full",
-            rewards=REWARDS,
-            dataset=DatasetSpec(name=str(dataset), columns=["answer"]),
-            overrides={
-                "per_device_train_batch_size": 8,
-                "gradient_accumulation_steps": 1,
-                "max_completion_length": 8,
-                "logging_steps": 1,
-                "learning_rate": 1e-2,
-                "weight_decay": 0.1,  # see the module docstring
-                "beta": 0.0,
-                "use_vllm": True,
-                "vllm_mode": "colocate",
-                "warmup_steps": 0,  # the seed's warmup gives step 1 a learning rate of 0
-                "vllm_gpu_memory_utilization": 0.15,  # on CPU a share of host RAM for the KV cache
-                **overrides,
-            },
-            max_steps=STEPS,
-        )
-    )
-
-
-def test_a_cpu_recipe_against_a_vllm_server_is_refused_before_any_process(vllm_model_dir, tmp_path):
-    dataset = tmp_path / "addition.jsonl"
-    dataset.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(40)))
-    pass_inspection()
-    recipe = vllm_recipe(vllm_model_dir, dataset, vllm_mode="server")
-    with pytest.raises(SkillError, match="NCCL weight-transfer engine, which needs CUDA"):
-        run_grpo(RunRequest(recipe=recipe, run_id="vllm-server-on-cpu"))
-    assert not (runs_root() / "vllm-server-on-cpu").exists()
-
-
 @pytest.mark.slow
 def test_the_runner_trains_with_colocated_vllm_and_the_synced_weights_reach_it(vllm_model_dir, tmp_path, monkeypatch):
-    dataset = tmp_path / "addition.jsonl"
-    dataset.write_text("".join(json.dumps(row) + "\n" for row in addition_rows(40)))
     pass_inspection()
-    recipe = vllm_recipe(vllm_model_dir, dataset)
+    recipe = vllm_recipe(vllm_model_dir, addition_file(tmp_path), STEPS)
     monkeypatch.setenv(SYNC_CHECK_ENV, "1")
     started = time.time()
     run_grpo(RunRequest(recipe=recipe, run_id="vllm-colocate"))
