@@ -171,7 +171,7 @@ def estimate(model_dir: Path, configuration: dict, prompt_length: int, device: s
     from skill.hardware.specs import HardwareSpec
     from skill.memory.components import estimate_components
     from skill.memory.schema import GIB, MemoryRequest
-    from skill.models.shapes import resolve_shape
+    from skill.models.size import resolve_shape
 
     on_gpu = device == "cuda"
     hardware = HardwareSpec(memory_gib_per_gpu=capacity_gib, bf16=True) if on_gpu else HardwareSpec(accelerator="cpu")

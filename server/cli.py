@@ -58,7 +58,7 @@ def _add_recipe_commands(commands: Any) -> None:
     config = commands.add_parser("config", help="emit a validated GRPO recipe (emit_grpo_config)")
     _add_hardware_flags(config)
     config.add_argument("--model", help="HF id, local directory, or embedded:SmolLM2-135M-Instruct")
-    config.add_argument("--parameters-b", type=float, help="parameter count in billions (unknown models)")
+    config.add_argument("--parameters-b", type=float, help="billions of parameters (default: the model's config.json)")
     config.add_argument("--reward", action="append", help="NAME,ROLE[,WEIGHT]; repeat for each reward")
     config.add_argument("--dataset", help="dataset id or local file")
     config.add_argument("--column", action="append", help="a dataset column the rewards read; repeatable")

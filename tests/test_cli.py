@@ -62,7 +62,7 @@ def test_config_reads_a_request_from_stdin_and_summarises():
     [
         (["--gpu", "H100", "--method", "full", "--set", "num_generations=4"], "below the floor of 8"),
         (["--gpu", "H100", "--nodes", "0", "--method", "full"], "nodes=0 is impossible"),
-        (["--gpu", "H100", "--method", "full", "--model", "acme/secret"], "Unknown model 'acme/secret'"),
+        (["--gpu", "H100", "--method", "full", "--model", "./no-model"], "Or send model.parameters_billions"),
         (["--gpu", "H100", "--method", "full", "--reward", "oops"], "is not NAME,ROLE[,WEIGHT]"),
     ],
 )

@@ -142,7 +142,7 @@ def test_overrides_win_and_are_recorded():
         ({"overrides": {"per_device_train_batch_size": 3, "gradient_accumulation_steps": 1}}, "not divisible"),
         ({"variant": "grpo_plus_plus"}, "Unknown variant 'grpo_plus_plus'"),
         ({"symptoms": ["sadness"]}, "Unknown symptom 'sadness'"),
-        ({"model": ModelSpec(name="acme/mystery-7b")}, "Unknown model 'acme/mystery-7b'"),
+        ({"model": ModelSpec(name="./no-such-model")}, "Or send model.parameters_billions"),  # no network asked
         ({"rewards": [RewardSpec(name="format", role="format")]}, "No reward checks correctness"),
         ({"method": "qlora", "hardware": HardwareSpec(accelerator="cpu")}, "QLoRA needs a CUDA GPU"),
         ({"overrides": {"reward_weights": [1.0]}}, "reward_weights has 1 entries for 2 rewards"),

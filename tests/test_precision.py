@@ -12,7 +12,7 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.schema import GIB
-from skill.models.shapes import resolve_shape
+from skill.models.size import resolve_shape
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -205,3 +206,28 @@ def test_concurrency_cap_refuses_with_the_running_runs(tiny_model_dir, dataset, 
     monkeypatch.setenv("GRPO_RLVR_MAX_RUNS", "0")
     with pytest.raises(SkillError, match="already running .* the limit is 0"):
         run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset)))
+
+
+def test_a_model_without_a_shape_blocks_only_an_unforced_run(tiny_model_dir, dataset, tmp_path, monkeypatch):
+    """A mixture-of-experts config has a parameter count but no dense shape: the memory check cannot run. Unforced
+    the run is refused, saying what to send; forced it starts, with a note saying why memory was not checked."""
+    from skill.runs.engine_choice import ENGINES  # only to stop the spawn: the checks are what is tested
+
+    model = tmp_path / "tiny-moe"
+    model.mkdir()
+    for file in tiny_model_dir.iterdir():
+        if file.name.startswith(("tokenizer", "special_tokens", "chat_template")):
+            (model / file.name).write_bytes(file.read_bytes())
+    mixtral = {"model_type": "mixtral", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2}
+    mixtral |= {"num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4, "vocab_size": 49152}
+    (model / "config.json").write_text(json.dumps(mixtral))
+    moe = recipe(model, dataset)  # no parameters_billions: the count is read from config.json
+    assert any(line.startswith("Memory not estimated") for line in moe.provenance.validation)
+    pass_inspection(REWARDS)
+    with pytest.raises(SkillError, match="Memory cannot be checked: .*mixture-of-experts.* pass force with a reason"):
+        run_grpo(RunRequest(recipe=moe))
+    monkeypatch.setattr(ENGINES["local"], "submit", lambda directory, resume: read_record(directory))
+    status = run_grpo(RunRequest(recipe=moe, force=True, force_reason="MoE: memory checked by hand"))
+    checks = read_record(run_dir(status.run_id)).checks
+    assert any(line.startswith("Memory not checked (forced): ") and "mixture-of-experts" in line for line in checks)
+    shutil.rmtree(run_dir(status.run_id))

@@ -28,7 +28,7 @@ Components, each in GiB per device:
 
 ``estimate_components`` assembles them into an estimate without remedies (``estimate.estimate_memory``
 adds those). May import: ``memory.schema``, ``memory.gather``, ``memory.precision``, ``hardware`` (specs,
-the process layout), ``models.shapes``, ``errors``.
+the process layout), ``models.shapes``, ``models.size``, ``errors``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ from skill.memory.schema import (
     MemoryEstimate,
     MemoryRequest,
 )
-from skill.models.shapes import ModelShape, resolve_shape
+from skill.models.shapes import ModelShape
+from skill.models.size import resolve_shape
 
 
 def weight_dtype(request: MemoryRequest) -> str:
@@ -168,7 +169,10 @@ def with_shape(request: MemoryRequest) -> MemoryRequest:
         return request
     if request.model is None:
         raise SkillError("No model and no shape.", "Send `model` (a hub id or local directory) or `shape`.")
-    return request.model_copy(update={"shape": resolve_shape(request.model)})
+    try:
+        return request.model_copy(update={"shape": resolve_shape(request.model)})
+    except SkillError as exc:  # the config.json could not be read or sized: the shape numbers can still be sent
+        raise SkillError(exc.problem, f"{exc.fix} Or send `shape`, the shape numbers (layers, hidden, ...).") from None
 
 
 def training_processes(request: MemoryRequest) -> int:

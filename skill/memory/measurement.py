@@ -33,7 +33,7 @@ GPU's at the same shapes. The function swap is process-global while a step runs,
 already running in the process would clash with the one started here.
 
 The instruments live in ``memory.instruments``. May import: ``memory`` (the estimate to compare with),
-``hardware.specs``, ``models.shapes``.
+``hardware.specs``, ``models.shapes``, ``models.size``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from skill.memory.components import (
 )
 from skill.memory.instruments import SavedLedger, StepRecorder, measured_logprob_function, storage_bytes
 from skill.memory.schema import GIB, MemoryRequest
-from skill.models.shapes import resolve_shape
+from skill.models.size import resolve_shape
 
 
 class MeasuredStep(BaseModel):

@@ -1,5 +1,7 @@
 """Models: where a model comes from (hub id, local directory, the embedded SmolLM2) and its shape.
 
-Owns: ``sources`` (resolving and converting model weights, tiny test models) and ``shapes`` (layer
-counts and sizes that the memory estimate reads). May import: ``skill.errors``, ``skill.state``.
+Owns: ``sources`` (resolving and converting model weights, tiny test models), ``hub`` (a model's files fetched
+the way huggingface_hub fetches them), ``shapes`` (the dense decoder shape the memory estimate reads, and a
+table of checked rows) and ``size`` (one answer for a model's shape and parameter count: the table, else its
+config.json). May import: ``skill.errors``, ``skill.state``, ``skill.hub_errors``.
 """

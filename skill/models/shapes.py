@@ -1,14 +1,12 @@
-"""Model shapes: a table of common GRPO targets, a local config.json, or explicit numbers.
+"""Model shapes: the dense decoder dimensions the memory estimator reads, a table of checked rows, and the
+reading of a config.json into a shape.
 
-The memory estimator works from the shape alone. Each table entry cites the public config.json it
-was copied from and the parameter count its publisher states; a test checks that the count
-computed from the shape is within 2% of the stated one.
+The memory estimator works from the shape alone. The table is a cache of checked rows (``models.size`` reads any
+other model's config.json): each entry cites the public config.json it was copied from and the parameter count
+its publisher states, and a test checks that the count computed from the shape is within 2% of the stated one.
 """
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -289,40 +287,48 @@ SHAPES["smollm2-135m-instruct"] = SHAPES["smollm2-135m"]
 
 
 def known_model(model: str) -> KnownModel | None:
-    """The table entry for a hub id (with or without organisation and '-Instruct'), or None.
+    """The table entry for a hub id (with or without organisation and '-Instruct') or the embedded default, or None.
 
     >>> known_model("Qwen/Qwen2.5-7B").shape.kv_heads
     4
+    >>> known_model("embedded:SmolLM2-135M-Instruct").hub_id
+    'HuggingFaceTB/SmolLM2-135M-Instruct'
     >>> known_model("acme/mystery-model") is None
     True
     """
+    if is_embedded(model):
+        return SHAPES["smollm2-135m"]
     return SHAPES.get(model.rsplit("/", 1)[-1].lower())
 
 
-def known_parameters_b(model: str) -> float | None:
-    """The parameter count (billions, from the shape) of a known model id, or None.
-
-    >>> round(known_parameters_b("Qwen/Qwen2.5-7B-Instruct"), 2)
-    7.62
-    """
-    entry = known_model(model)
-    return entry.shape.parameters() / 1e9 if entry else None
-
-
-def known_model_names() -> list[str]:
-    """Hub ids of the table, for error messages."""
-    return [entry.hub_id for entry in KNOWN_MODELS]
+# Keys by which a config.json declares a mixture-of-experts MLP (Mixtral, Qwen2/3-MoE, DeepSeek, OLMoE, ...).
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 
 
 def shape_from_config(config: dict) -> ModelShape:
-    """Read a ModelShape from a Hugging Face config.json's fields.
+    """Read a dense decoder's ModelShape from a Hugging Face config.json's fields (a multimodal config's
+    ``text_config``: the language model). A mixture-of-experts config is refused: the estimator's formulas have one
+    gated MLP per layer, and sizing experts, routers and shared experts is not done here.
 
     >>> shape_from_config({"vocab_size": 49152, "hidden_size": 576, "num_hidden_layers": 30,
     ...     "num_attention_heads": 9, "num_key_value_heads": 3, "intermediate_size": 1536,
     ...     "tie_word_embeddings": True}).parameters()
     134515008
+    >>> shape_from_config({"model_type": "mixtral", "num_local_experts": 8})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: config.json describes a mixture-of-experts model (num_local_experts=8): ...
     """
     text_config = config.get("text_config") or config
+    experts = [f"{key}={text_config[key]}" for key in MOE_KEYS if text_config.get(key)]
+    if experts:
+        raise SkillError(
+            f"config.json describes a mixture-of-experts model ({', '.join(experts)}): the memory estimator covers "
+            "dense decoder-only models (one gated MLP per layer).",
+            "Send method 'full', 'lora' or 'qlora' (not 'auto') and check memory on the target; a forced run_grpo "
+            "skips the memory check. The parameter count still comes from config.json, or send "
+            "model.parameters_billions.",
+        )
     try:
         heads = int(text_config["num_attention_heads"])
         hidden = int(text_config["hidden_size"])
@@ -340,44 +346,6 @@ def shape_from_config(config: dict) -> ModelShape:
         )
     except KeyError as exc:
         raise SkillError(
-            f"config.json lacks {exc.args[0]!r}, needed to size the model.",
-            "Send model.parameters_billions or the shape numbers explicitly.",
+            f"config.json lacks {exc.args[0]!r}, which the dense decoder shape of the memory estimator reads.",
+            "Send the shape numbers explicitly (estimate_memory's shape), or model.parameters_billions for a recipe.",
         ) from None
-
-
-def shape_from_local_dir(path: Path) -> ModelShape | None:
-    """The shape of a local model directory from its config.json, or None when it has none."""
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        return None
-    return shape_from_config(json.loads(config_file.read_text()))
-
-
-def parameters_from_local_dir(path: Path) -> float | None:
-    """Parameter count (billions) of a local model directory, or None without a config.json."""
-    shape = shape_from_local_dir(path)
-    return shape.parameters() / 1e9 if shape else None
-
-
-def resolve_shape(model: str) -> ModelShape:
-    """The shape of a model named by hub id, local directory or the embedded default's id.
-
-    >>> resolve_shape("embedded:SmolLM2-135M-Instruct").hidden
-    576
-    """
-
-    if is_embedded(model):
-        return SHAPES["smollm2-135m"].shape
-    entry = known_model(model)
-    if entry is not None:
-        return entry.shape
-    local = Path(model).expanduser()
-    if local.is_dir():
-        shape = shape_from_local_dir(local)
-        if shape is not None:
-            return shape
-    raise SkillError(
-        f"Unknown model {model!r}: its shape is not in the table and there is no local config.json.",
-        f"Send a local model directory (with config.json), the shape numbers (layers, hidden, heads, kv_heads, "
-        f"head_dim, ffn, vocab, tied_embeddings), or one of: {', '.join(known_model_names())}.",
-    )

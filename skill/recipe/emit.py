@@ -10,7 +10,6 @@ target's world size, field names and enumerated values against the installed TRL
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -21,8 +20,7 @@ from skill.hardware.layout import layout_processes
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import GateClosed, open_gate
 from skill.memory.estimate import estimate_memory
-from skill.models.shapes import known_model_names, known_parameters_b, parameters_from_local_dir
-from skill.models.sources import EMBEDDED_MODEL_ID, is_embedded
+from skill.models.size import parameters_billions
 from skill.recipe.completion_budget import (
     check_budget_override,
     cpu_budget_warning,
@@ -60,8 +58,6 @@ from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 from skill.routing.evidence import CompletionLengths
 from skill.routing.route import route_for_recipe
 
-EMBEDDED_PARAMETERS_B = 0.135  # SmolLM2-135M-Instruct
-
 
 class RecipeRequest(BaseModel):
     """What emit_grpo_config needs: the model, where it trains, how, on what rewards and data."""
@@ -96,26 +92,6 @@ class RecipeRequest(BaseModel):
                 "route_decision_id is empty: send the id route_check returned, or leave the field out (no route)"
             )
         return value
-
-
-def _parameters_b(model: ModelSpec) -> float:
-    if model.parameters_billions is not None:
-        return model.parameters_billions
-    if is_embedded(model.name):
-        return EMBEDDED_PARAMETERS_B
-    known = known_parameters_b(model.name)
-    if known is not None:
-        return known
-    local = Path(model.name).expanduser()
-    if local.is_dir():
-        counted = parameters_from_local_dir(local)
-        if counted is not None:
-            return counted
-    raise SkillError(
-        f"Unknown model {model.name!r} and no parameter count.",
-        "Send model.parameters_billions, a local directory with config.json, "
-        f"'{EMBEDDED_MODEL_ID}', or a known model ({', '.join(known_model_names())}).",
-    )
 
 
 class _Builder:
@@ -244,7 +220,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     route = None
     if request.route_decision_id is not None:  # refused here, before any work, when it is about something else
         route = route_for_recipe(request.route_decision_id, request.model.name, request.dataset.name, request.rewards)
-    parameters_b = _parameters_b(request.model)
+    parameters_b = parameters_billions(request.model.name, request.model.parameters_billions)
     dataset, prompt_reason = size_prompt_budget(request.dataset, request.model.name)  # measured prompt lengths
     request = request.model_copy(update={"dataset": dataset})
     build, peft, variant = _decide_kwargs(request, parameters_b, route[0].completion_lengths if route else None)
@@ -376,9 +352,11 @@ def _emit_auto(request: RecipeRequest) -> GRPORecipe:
         recipe = emit_grpo_config(request.model_copy(update={"method": method}))
         estimate = recipe.provenance.memory_estimate
         if estimate is None:
+            why = next((line for line in recipe.provenance.validation if line.startswith("Memory not")), "")
             raise SkillError(
-                f"method='auto' needs the model's shape to estimate memory, and {request.model.name!r} has none.",
-                "Send method 'full', 'lora' or 'qlora', or a known model / local directory with config.json.",
+                f"method='auto' needs the model's shape to estimate memory, and {request.model.name!r} has none "
+                f"({why})",
+                "Send method 'full', 'lora' or 'qlora', or a dense decoder whose config.json can be read.",
             )
         if estimate["fits"]:
             recipe.reasons.append(

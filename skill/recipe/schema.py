@@ -15,7 +15,7 @@ from skill.data import DatasetSpec
 from skill.hardware.layout import LaunchPlan
 from skill.hardware.specs import HardwareSpec
 from skill.memory.schema import MemoryRequest
-from skill.models.shapes import resolve_shape
+from skill.models.size import resolve_shape
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.recipe.evaluation_plan import EvaluationPlan
 from skill.recipe.script import render_script
@@ -36,7 +36,10 @@ class ModelSpec(BaseModel):
         description=f"Hugging Face id, local directory, or '{EMBEDDED_MODEL_ID}' (the embedded default).",
     )
     parameters_billions: float | None = Field(
-        default=None, gt=0, description="Parameter count in billions; needed for models the project does not know."
+        default=None,
+        gt=0,
+        description="Parameter count in billions; wins when sent. Otherwise read from the model's config.json (a "
+        "local directory, the Hub cache, or fetched from the Hub): needed only when that cannot be read.",
     )
     architecture: str | None = Field(default=None, description="Architecture name (e.g. 'LlamaForCausalLM').")
 

@@ -11,14 +11,13 @@ A probe that ran measures its own rate, and estimates for larger probes scale fr
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import BaseModel, Field
 
-from skill.models.shapes import known_parameters_b, parameters_from_local_dir
+from skill.errors import SkillError
+from skill.models.size import parameters_billions
 from skill.models.sources import is_embedded
 
-EMBEDDED_PARAMETERS_B = 0.135
+EMBEDDED_PARAMETERS_B = 0.135  # the size of the model the rate was fitted on
 RATE = 136.0  # budget tokens per second at short lengths, embedded model, 2 busy cores (see the docstring)
 LENGTH_SCALE = 39.5  # tokens: where the per-token cost has doubled
 DEFAULT_PROBE = (8, 8, 32)  # prompts x samples x tokens: about 30 s a round for the embedded model on 2 CPU cores
@@ -45,14 +44,12 @@ def length_cost(max_new_tokens: int) -> float:
 
 
 def parameters_b(model: str) -> float | None:
-    """The model's size in billions, when the shape table or a local config.json knows it."""
-    if is_embedded(model):
-        return EMBEDDED_PARAMETERS_B
-    known = known_parameters_b(model)
-    if known is not None:
-        return known
-    local = Path(model).expanduser()
-    return parameters_from_local_dir(local) if local.is_dir() else None
+    """The model's size in billions (``models.size``: the shape table, else its config.json, read or fetched), or
+    None when it cannot be read: the time estimate is advice, and its absence never stops a route."""
+    try:
+        return parameters_billions(model)
+    except SkillError:
+        return None
 
 
 def estimate_before(model: str, num_prompts: int, n: int, max_new_tokens: int) -> ProbeEstimate | None:

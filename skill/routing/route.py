@@ -84,7 +84,9 @@ class RouteRequest(BaseModel):
     model: str | None = Field(
         default=None, description="The model to fine-tune (default: the probe's): sizes a route-away starting point."
     )
-    parameters_billions: float | None = Field(default=None, gt=0, description="Its size, when the name is unknown.")
+    parameters_billions: float | None = Field(
+        default=None, gt=0, description="Its size in billions; by default read from the model's config.json."
+    )
 
 
 class RouteDecision(BaseModel):

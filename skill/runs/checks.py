@@ -165,7 +165,9 @@ def check_cpu_processes(recipe: GRPORecipe, force: bool, on_this_machine: bool =
         )
     check_group_arithmetic(recipe.trl, processes)
     available = available_ram_gib()
-    request = recipe.memory_request()
+    request, skipped = _memory_request(recipe, force, f"RAM for {processes} CPU processes")
+    if request is None:
+        return skipped
     request = request.model_copy(
         update={"hardware": recipe.hardware.model_copy(update={"memory_gib_per_gpu": available})}
     )
@@ -248,8 +250,25 @@ def check_route(recipe: GRPORecipe, force: bool) -> list[str]:
     return [f"Route {decision.id} said {decision.route}; forced."]
 
 
+def _memory_request(recipe: GRPORecipe, force: bool, what: str) -> tuple[Any, list[str]]:
+    """The recipe's MemoryRequest; for a model whose shape cannot be resolved (config.json unreadable, a
+    mixture-of-experts model), a refusal saying what to send, or under force none, with a note saying why."""
+    try:
+        return recipe.memory_request(), []
+    except SkillError as exc:
+        if not force:
+            raise SkillError(
+                f"{what} cannot be checked: {exc.problem}",
+                f"{exc.fix} Or pass force with a reason to run without this check.",
+            ) from None
+        return None, [f"{what} not checked (forced): {exc.problem}"]
+
+
 def check_memory(recipe: GRPORecipe, force: bool) -> list[str]:
-    request = recipe.memory_request()
+    """The estimated peak against the device's memory (this machine's free RAM for a CPU recipe)."""
+    request, skipped = _memory_request(recipe, force, "Memory")
+    if request is None:
+        return skipped
     if recipe.hardware.accelerator == "cpu":
         available = available_ram_gib()
         request = request.model_copy(
