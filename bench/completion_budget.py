@@ -27,7 +27,8 @@ def _case(name: str, dataset: Any, verifier: Any, rewards: list[Any], fresh_rows
     from skill.recipe.seed import SEED
     from skill.routing.evidence import measure_lengths
     from skill.routing.probe import ProbeSpec, run_probe
-    from skill.sampling import SamplingSettings, sample_completions
+    from skill.sampling.engines import sample_completions
+    from skill.sampling.schema import SamplingSettings
 
     rows = load_rows(dataset)
     spec = ProbeSpec(rows=rows, **probe)
@@ -37,7 +38,7 @@ def _case(name: str, dataset: Any, verifier: Any, rewards: list[Any], fresh_rows
     budget = size_completion_budget(lengths, references, rewards, seed=SEED["max_completion_length"][0])
     prompts = [row["prompt"] for row in rows[fresh_rows]]
     settings = SamplingSettings(n=n, max_new_tokens=2 * budget.value, seed=1)
-    counts = [count for group in sample_completions(MODEL, prompts, settings) for count in group.token_counts]
+    counts = [count for group in sample_completions(MODEL, prompts, settings).groups for count in group.token_counts]
 
     def cut(at: int) -> dict:
         share = sum(count >= at for count in counts)

@@ -116,6 +116,45 @@ def vllm_generation(quick: bool) -> dict:
     return json.loads(output.read_text())
 
 
+def route_probe_engines() -> dict:
+    """route_check's default probe through transformers, vLLM and a `vllm serve` endpoint (target environment)."""
+    import subprocess
+    import tempfile
+
+    if not TARGET_PYTHON.exists():
+        raise RuntimeError("no .venv-target (vLLM's CPU build): build it with `make target-env`")
+    output = Path(tempfile.mkdtemp(prefix="grpo-bench-engines-")) / "result.json"
+    env = {key: value for key, value in os.environ.items() if key != "GRPO_RLVR_HOME"}  # its own state root
+    command = [str(TARGET_PYTHON), str(BENCH / "route_probe_engines.py"), "--json", str(output)]
+    subprocess.run(command, check=True, env=env, timeout=3600)
+    return json.loads(output.read_text())
+
+
+def _engine_rows(outcome: dict, row, missing) -> None:
+    """One row per sampling engine: the default probe's second call (engine loaded) against transformers'."""
+    if not outcome.get("ok"):
+        missing("route probe through transformers / vLLM / vllm serve", outcome, "reported")
+        return
+    r = outcome["result"]
+    engines = r["engines"]
+    base = engines["transformers"][-1]
+    load = f"load average {r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f} on {os.cpu_count()} cores"
+    for name, (first, warm) in engines.items():
+        start = f"first call {first['seconds']:.0f} s"
+        if name == "endpoint":
+            start = f"server start {r['server_start_s']:.0f} s"
+        row(
+            f"route_check default probe (8 x 8 x 32 tokens, SmolLM2-135M) by {name} {warm['version']} on "
+            f"{warm['device']} ({warm['dtype'] or 'server'}; {start}; pass@1 {warm['pass_at_1']:.3f}); {load}",
+            f"{warm['seconds']:.1f} s, {warm['tokens_per_s']:.1f} tok/s",
+            "",
+            f"transformers {base['seconds']:.1f} s, {base['tokens_per_s']:.1f} tok/s",
+            f"{base['seconds'] / warm['seconds']:.2f}x",
+            "reported (one run)",
+            "n/a",
+        )
+
+
 def _faster(margin: float, *spreads: float) -> str:
     """'yes' when vLLM wins by more than either side's spread, 'within noise' when it wins by less."""
     return "yes" if margin > max(spreads) else "within noise" if margin > 0 else "no"
@@ -297,6 +336,7 @@ def render(info: dict, results: dict) -> str:
         )
     _slurm_rows(results.get("slurm_submit", {}), row, missing)
     _vllm_rows(results.get("vllm_generation", {}), row, missing)
+    _engine_rows(results.get("route_probe_engines", {}), row, missing)
     d = results.get("demo", {})
     if d.get("ok"):
         r = d["result"]
@@ -351,12 +391,45 @@ def render(info: dict, results: dict) -> str:
         lines.append(f"CPU components: not measured ({m.get('error', 'skipped')}).")
     lines += [
         "",
-        "GPU (estimate vs `torch.cuda.max_memory_reserved` + CUDA context): not measured - no GPU machine "
-        "was lent to this project's sessions yet; `scripts/device_check.sh` is ready for one.",
-        "",
     ]
+    lines += gpu_check_lines()
     lines += _load("validation_sections").render_sections(results)
     return "\n".join(lines)
+
+
+def gpu_check_lines() -> list[str]:
+    """The newest GPU check (scripts/device_check.sh), as recorded under bench/results/<date>-<gpu>/."""
+    runs = sorted(BENCH.glob("results/*/gpu_memory.json"))
+    if not runs:
+        return ["GPU: not measured - no GPU check recorded under bench/results/ yet (scripts/device_check.sh)."]
+    folder = runs[-1].parent
+    memory = json.loads(runs[-1].read_text())
+    gpu = (folder / "gpu.txt").read_text().splitlines()[1].split(",")[0]
+    lines = [
+        f"GPU check of {folder.name} ({gpu}; {', '.join(f'{k} {v}' for k, v in memory['versions'].items())}): "
+        f"one GRPOTrainer step of a random-init Qwen2.5-0.5B shape, {memory['prompt_tokens']}-token prompts, "
+        f"{memory['completion_tokens']}-token completions; measured = `torch.cuda.max_memory_reserved` + CUDA "
+        f"context ({memory['cuda_context_bytes'] / 2**30:.2f} GiB). Files: `bench/results/{folder.name}/`.",
+        "",
+        "| configuration | measured | estimated | error |",
+        "|---|---|---|---|",
+    ]
+    context = memory["cuda_context_bytes"]
+    for row in memory["rows"]:
+        truth = (row["measured"]["max_reserved_bytes"] + context) / 2**30
+        guess = (row["estimated"]["peak_without_overhead_bytes"] + context) / 2**30
+        lines.append(f"| {row['configuration']['name']} | {truth:.2f} GiB | {guess:.2f} GiB | {row['error']:+.1%} |")
+    sampling = folder / "gpu_sampling.json"
+    if sampling.is_file():
+        s = json.loads(sampling.read_text())
+        used = s["sampled_with"]
+        lines += [
+            "",
+            f"Sampling there (route_check's engine, `auto` -> {s['auto_engine']}): {used['engine']} "
+            f"{used['version']} on {used['device']} in {used['dtype']}, {s['completions']} completions, "
+            f"{s['tokens']} tokens in {s['seconds']:.1f} s ({s['tokens_per_s']:.0f} tok/s).",
+        ]
+    return lines
 
 
 def refresh(output: Path, benchmarks: dict, keys: list[str]) -> int:
@@ -404,6 +477,7 @@ def main() -> int:
         "memory_accuracy": ("memory", memory_accuracy),
         "weights_moved": ("weights_moved", lambda: _load("weights_moved").measure(steps=2 if quick else 10)),
         "vllm_generation": ("vllm", lambda: vllm_generation(quick)),
+        "route_probe_engines": ("route probe engines", route_probe_engines),
         **_load("validation_sections").validation_benchmarks(quick),
     }
     if args.only:

@@ -24,3 +24,6 @@ print('torch', torch.__version__, 'transformers', transformers.__version__, 'trl
       'peft', peft.__version__, 'datasets', datasets.__version__, 'pyarrow', pyarrow.__version__)" | tee -a "$out/gpu.txt"
 PYTHONPATH=. "$PYTHON" scripts/gpu_memory_check.py --tokenizer "$tokenizer" --work "$work" \
   --output "$out/gpu_memory.json" "$@" 2>&1 | tee "$out/gpu_memory.log"
+# Sampling on the device (route_check's and inspect_rewards' engine), on the model the memory check built.
+PYTHONPATH=. "$PYTHON" scripts/gpu_sampling_check.py --model "$work/model" --output "$out/gpu_sampling.json" 2>&1 \
+  | tee "$out/gpu_sampling.log"

@@ -171,10 +171,15 @@ def command_route(args: argparse.Namespace) -> None:
             key: _parse_value(value) for key, _, value in (p.partition("=") for p in args.param or [])
         }
         request["verifier"] = verifier
+    dataset = {"name": args.dataset} if args.dataset else None
+    if dataset and args.prompt_column:
+        dataset["prompt_column"] = args.prompt_column
+    engine = {"kind": args.engine, "base_url": args.base_url, "served_model": args.served_model}
     probe_flags = {
         "model": args.model,
-        "dataset": args.dataset,
-        "prompt_column": args.prompt_column,
+        "dataset": dataset,
+        "prompt_column": None if dataset else args.prompt_column,
+        "engine": {key: value for key, value in engine.items() if value is not None} or None,
         "num_prompts": args.num_prompts,
         "n": args.n,
         "k": args.k,
@@ -198,6 +203,10 @@ def command_route(args: argparse.Namespace) -> None:
             f"  pass@1 {e.pass_at_1:.3f}  pass@{e.n} {e.pass_at_k[str(len(e.pass_at_k))]:.3f}  "
             f"learnable {e.learnable_fraction:.2f}  successes per prompt {e.per_prompt_successes}"
         )
+        if e.sampled_with:
+            used = e.sampled_with
+            revision = f", revision {used.model_revision}" if used.model_revision else ""
+            print(f"  sampled by {used.engine} {used.version} on {used.device} ({used.dtype or 'server'}{revision})")
     if decision.completion_lengths:
         print(f"  completion lengths: {decision.completion_lengths.describe()} (they size max_completion_length)")
     for warning in decision.warnings:

@@ -20,9 +20,11 @@ Every row is then shaped the same way (``shape_row``):
   column is ``answer`` itself, its full text is replaced by the extracted answer.
 
 Owns: ``DatasetSpec``, ``load_rows``, ``load_training_dataset``, row shaping, prompt token counting (as
-TRL tokenizes prompts) and the built-in datasets. May import: ``errors``, ``state`` (a local file's Arrow
-cache lives under the state root's cache/datasets; a hub id reads the shared Hugging Face cache, where it was
-downloaded) and ``datasets``, inside the functions that need it.
+TRL tokenizes prompts) and the built-in datasets. May import: ``errors``, ``hub_errors``, ``state`` (a local
+file's Arrow cache lives under the state root's cache/datasets) and ``datasets``, inside the functions that need
+it. A hub id loads as ``datasets`` loads it: downloaded when the network allows, into the user's own Hugging Face
+cache, honouring ``HF_HUB_OFFLINE``, ``HF_HOME`` / ``HF_DATASETS_CACHE`` and ``HF_TOKEN``; nothing here switches
+any of them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from __future__ import annotations
 import random
 import re
 import string
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skill.errors import SkillError
+from skill.hub_errors import hub_failure
 from skill.state import state_dir
 
 LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -47,7 +49,6 @@ BUILTIN_ROWS = 200  # rows a built-in dataset yields when the caller sets no lim
 ANSWER = "answer"  # where the reference answer lands: the column exact_match and math read by default
 # openai/grade-school-math's own grader (grade_school_math/dataset.py): the number after "####", commas dropped.
 GSM8K_FINAL = re.compile(r"#### (\-?[0-9\.\,]+)")
-_OFFLINE = threading.Lock()  # datasets' offline switch is process-wide: one cached-only read at a time
 
 
 def _template_fields(template: str) -> list[str]:
@@ -207,11 +208,8 @@ def _answer_of(row: dict[str, Any], spec: DatasetSpec, index: int) -> Any:
     return answer
 
 
-def load_rows(spec: DatasetSpec, limit: int | None = None, cached_only: bool = False) -> list[dict[str, Any]]:
+def load_rows(spec: DatasetSpec, limit: int | None = None) -> list[dict[str, Any]]:
     """The first ``limit`` rows (all without one; a built-in dataset yields 200), shaped by ``shape_row``.
-
-    ``cached_only`` never touches the network: a hub dataset is read from the local ``datasets`` cache or
-    refused (emit measures prompts this way).
 
     >>> rows = load_rows(DatasetSpec(name="embedded:addition"), limit=3)
     >>> len(rows), sorted(rows[0])
@@ -224,7 +222,7 @@ def load_rows(spec: DatasetSpec, limit: int | None = None, cached_only: bool = F
     if builtin is not None:
         rows = builtin(BUILTIN_ROWS if limit is None else limit)
     else:
-        dataset = _read(spec, cached_only)
+        dataset = _read(spec)
         if limit is not None:
             dataset = dataset.select(range(min(limit, len(dataset))))
         rows = list(dataset)
@@ -294,7 +292,7 @@ def within_prompt_budget(dataset: Any, tokenizer: Any, budget: int) -> Any:
     return dataset if len(keep) == len(dataset) else dataset.select(keep)
 
 
-def _read(spec: DatasetSpec, cached_only: bool = False) -> Any:
+def _read(spec: DatasetSpec) -> Any:
     """A local file or a hub dataset as a ``datasets.Dataset``; every failure is a SkillError saying what to send."""
     path = Path(spec.name)
     local_format = LOCAL_FORMATS.get(path.suffix)
@@ -303,7 +301,7 @@ def _read(spec: DatasetSpec, cached_only: bool = False) -> Any:
     if missing_file or other_file:
         raise SkillError(
             f"Dataset {spec.name!r} is not a readable .jsonl/.json/.csv/.parquet file.",
-            f"Send the path of an existing file, a cached Hugging Face dataset id, or {ADDITION_DATASET_ID!r}.",
+            f"Send the path of an existing file, a Hugging Face dataset id, or {ADDITION_DATASET_ID!r}.",
         )
     if local_format is not None and spec.config is not None:
         raise SkillError(
@@ -313,31 +311,7 @@ def _read(spec: DatasetSpec, cached_only: bool = False) -> Any:
     if local_format is not None:  # its Arrow cache goes under the state root, not ~/.cache
         cache = str(state_dir("cache") / "datasets")
         return _load_dataset(spec.name, local_format, data_files=spec.name, split="train", cache_dir=cache)
-    if cached_only and not path.is_dir():
-        return _read_cached_hub(spec)
     return _load_dataset(spec.name, spec.name, spec.config, split=spec.split)
-
-
-def _read_cached_hub(spec: DatasetSpec) -> Any:
-    """A hub dataset from the local ``datasets`` cache, with the network switched off; refused when not there."""
-    import datasets
-    from datasets.naming import camelcase_to_snakecase
-
-    *namespace, dataset_name = spec.name.split("/")
-    cached = Path(datasets.config.HF_DATASETS_CACHE) / "___".join([*namespace, camelcase_to_snakecase(dataset_name)])
-    if not (cached / (spec.config or "")).is_dir():
-        raise SkillError(
-            f"Dataset {spec.name!r}" + (f" (config {spec.config!r})" if spec.config else "") + " is not in the "
-            f"local datasets cache ({cached}); nothing is downloaded here.",
-            "Load it once where the network allows (datasets.load_dataset), or send a local file.",
-        )
-    with _OFFLINE:
-        before = datasets.config.HF_HUB_OFFLINE
-        datasets.config.HF_HUB_OFFLINE = True
-        try:
-            return _load_dataset(spec.name, spec.name, spec.config, split=spec.split)
-        finally:
-            datasets.config.HF_HUB_OFFLINE = before
 
 
 def _load_dataset(name: str, *args: Any, **kwargs: Any) -> Any:
@@ -345,8 +319,14 @@ def _load_dataset(name: str, *args: Any, **kwargs: Any) -> Any:
 
     try:
         return load_dataset(*args, **kwargs)
-    except Exception as exc:  # network, unknown id or config, bad format: all refused the same way
-        raise SkillError(
-            f"Cannot load dataset {name!r}: {exc}",
-            "Send a local file or a cached dataset (with its config, e.g. 'main' for openai/gsm8k).",
-        ) from None
+    except Exception as exc:  # network, gated, unknown id or config, bad format: each said in words
+        if "data_files" in kwargs or Path(name).is_dir():
+            raise SkillError(
+                f"Cannot load dataset {name!r}: {exc}", "Send a readable .jsonl/.json/.csv/.parquet file."
+            ) from None
+        failure = hub_failure(name, exc, "dataset")
+        if failure.problem.startswith("Cannot load"):  # not a Hub failure: a wrong config or split, a bad file
+            raise SkillError(
+                failure.problem, "Send the dataset's config (e.g. 'main' for openai/gsm8k) and split."
+            ) from None
+        raise failure from None

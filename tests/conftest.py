@@ -16,6 +16,13 @@ TARGET_TESTS_ENV = "GRPO_RLVR_TARGET_TESTS"
 # by `make test` with its own interpreter; the main run leaves it out.
 collect_ignore = [] if os.environ.get(TARGET_TESTS_ENV) else ["target"]
 
+# Our machines reach no model hub (DESIGN.md section 5): the tests run as a user without a network would, with
+# huggingface_hub's and datasets' own offline switches set before either library is imported. Without them a hub
+# id the tests name only to see it refused costs datasets' five retries (about 45 s) per load. The tests of the
+# Hub paths themselves (tests/test_model_loading.py) start fresh processes with the environment they need.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
 # Under xdist each worker (and every training or sampling process it starts, which inherit the setting) gets its
 # share of the cores. Left alone, every torch process takes all of them, and two workers' processes side by side
 # oversubscribe the OpenMP pool: measured on 2 cores, the learning test and the demo smoke took 1,000 s and 736 s

@@ -182,7 +182,7 @@ def test_function_level_imports_of_the_project_say_why():
 # Dependencies point down: a package may import only packages of a lower layer (DESIGN.md §2).
 LAYERS = (
     ("errors", "intervals"),
-    ("state", "skill"),  # ``skill`` is the package face; modules read only its __version__
+    ("state", "skill", "hub_errors"),  # ``skill`` is the package face; modules read only its __version__
     ("data", "models"),
     ("sampling", "hardware", "rewards"),
     ("memory", "rewards.code", "rewards.judge"),  # the registry reaches these by name, when first asked

@@ -20,7 +20,8 @@ from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import CompletionLengths
-from skill.sampling import SamplingSettings, sample_completions
+from skill.sampling.engines import sample_completions
+from skill.sampling.schema import SamplingSettings
 
 EXACT = RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"})
 MATH = RewardSpec(name="math", role="correctness")
@@ -112,7 +113,7 @@ def test_a_gsm8k_format_recipe_without_a_probe_gets_room_to_reason_and_a_cpu_one
 def test_sampling_counts_each_completions_tokens_and_whether_the_budget_cut_it(tiny_model_dir):
     groups = sample_completions(
         str(tiny_model_dir), ["a b c", "d e"], SamplingSettings(n=8, max_new_tokens=6, temperature=1.0)
-    )
+    ).groups
     counts = [count for group in groups for count in group.token_counts]
     cut = [flag for group in groups for flag in group.truncated]
     assert len(counts) == len(cut) == 16 and all(0 <= count <= 6 for count in counts)

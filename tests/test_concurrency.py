@@ -440,3 +440,54 @@ def test_unreadable_stdio_lines_are_answered_and_the_server_keeps_serving(tmp_pa
     finally:
         server.stdin.close()
         assert server.wait(timeout=30) == 0
+
+
+# ---- 7. datasets loaded by concurrent calls -----------------------------------------------------------------------
+
+LOADS = """
+import asyncio, json, sys
+from mcp import Client
+from server.mcp_server import build_server
+from skill.data import DatasetSpec, load_rows
+
+files = json.loads(sys.argv[1])
+for path in files[:4]:  # half of them loaded before: their Arrow cache exists
+    load_rows(DatasetSpec(name=path))
+
+def request(path):
+    return {"request": {**%r, "dataset": {"name": path}}}
+
+async def go():
+    async with Client(build_server()) as client:
+        results = await asyncio.gather(*[client.call_tool("emit_grpo_config", request(path)) for path in files])
+        answers = []
+        for result in results:
+            reasons = {} if result.is_error else {
+                r["field"]: r["reason"] for r in result.structured_content["reasons"]}
+            answers.append([result.is_error, reasons.get("dataset.max_prompt_tokens", result.content[0].text)])
+        print(json.dumps(answers))
+asyncio.run(go())
+"""
+
+
+def test_eight_concurrent_calls_each_load_their_own_dataset_cached_or_not(tmp_path):
+    files = []
+    for index in range(8):  # file i has i + 3 rows: the measured count says whose rows a call read
+        path = tmp_path / f"rows-{index}.jsonl"
+        rows = [{"prompt": f"What is {index} + {row}?", "answer": str(index + row)} for row in range(index + 3)]
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        files.append(str(path))
+    env = {**os.environ, STATE_ROOT_ENV: str(tmp_path / "state")}
+    done = subprocess.run(
+        [sys.executable, "-c", LOADS % CPU_REQUEST, json.dumps(files)],
+        env=env,
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout.splitlines()[-1])
+    assert [is_error for is_error, _ in answers] == [False] * 8, answers
+    for index, (_, reason) in enumerate(answers):
+        assert reason.startswith(f"measured on {index + 3} prompts"), (index, reason)

@@ -208,24 +208,35 @@ def test_an_outlier_prompt_sizes_the_budget_from_the_p99(tmp_path, tokenizer):
     assert f"measured on {SAMPLE_ROWS} prompts" in reason and "1 of 256 sampled prompts are longer" in reason
 
 
-def test_data_or_tokenizer_not_on_this_machine_keeps_the_default_and_says_why(tmp_path, monkeypatch):
+def offline(monkeypatch, cache) -> None:
+    """What HF_HUB_OFFLINE=1 and HF_HUB_CACHE / HF_DATASETS_CACHE set when the libraries import (they read the
+    environment once): the settings a user's shell gives, put into this process."""
     import datasets
+    from huggingface_hub import constants
 
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path))  # an empty datasets cache
+    for module in (datasets.config, constants):
+        monkeypatch.setattr(module, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache / "hub"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(cache / "datasets"))
+
+
+def test_data_or_tokenizer_that_cannot_be_had_keeps_the_default_and_says_why(tmp_path, monkeypatch):
+    offline(monkeypatch, tmp_path)  # and nothing in the caches
     hub = emit(DatasetSpec(name="openai/gsm8k", config="main", prompt_column="question"))
     assert hub.dataset.max_prompt_tokens == 512 and hub.trl["vllm_max_model_length"] == 512 + 256
-    assert "not in the local datasets cache" in reason_for(hub, "dataset.max_prompt_tokens")
-    assert "kept the default 512" in reason_for(hub, "dataset.max_prompt_tokens")
+    reason = reason_for(hub, "dataset.max_prompt_tokens")
+    assert "not measured (HF_HUB_OFFLINE is set and dataset 'openai/gsm8k' is not in the Hub cache" in reason
+    assert "kept the default 512" in reason
     model = emit(GSM8K, model="no-such-org/no-such-model-7b")
-    assert "tokenizer of 'no-such-org/no-such-model-7b' is not on this machine" in reason_for(
+    assert "HF_HUB_OFFLINE is set and model 'no-such-org/no-such-model-7b' is not in the Hub cache" in reason_for(
         model, "dataset.max_prompt_tokens"
     )
 
 
 def test_a_hub_dataset_in_the_local_cache_is_read_without_the_network(tmp_path, monkeypatch):
     """datasets keeps a downloaded hub dataset as Arrow under ``<cache>/<namespace>___<name>/<config>/<version>/
-    <hash>/``; datasets' own json builder writes the sample there (under the hub name) and emit reads it offline."""
-    import datasets
+    <hash>/``; datasets' own json builder writes the sample there (under the hub name) and, with HF_HUB_OFFLINE
+    set as a user sets it, the loader and emit read it from there: datasets' own offline path, no switch of ours."""
     from datasets.data_files import DataFilesDict
     from datasets.packaged_modules.json.json import Json
 
@@ -235,13 +246,13 @@ def test_a_hub_dataset_in_the_local_cache_is_read_without_the_network(tmp_path, 
     )
     builder.download_and_prepare()
     built = next(path for path in (tmp_path / "build" / "gsm8k").glob("*/*/0a1b2c3d") if path.is_dir())
-    hub_layout = tmp_path / "cache" / "openai___gsm8k" / "main" / "0.0.0"
+    hub_layout = tmp_path / "cache" / "datasets" / "openai___gsm8k" / "main" / "0.0.0"
     hub_layout.mkdir(parents=True)
     built.rename(hub_layout / "0a1b2c3d")
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    offline(monkeypatch, tmp_path / "cache")
     spec = GSM8K.model_copy(update={"name": "openai/gsm8k", "config": "main"})
-    assert [row["answer"] for row in load_rows(spec, cached_only=True)] == ["72", "10", "5", "42", "624"]
-    assert datasets.config.HF_HUB_OFFLINE is False  # the offline switch is put back
+    assert [row["answer"] for row in load_rows(spec)] == ["72", "10", "5", "42", "624"]
     assert "measured on 5 prompts" in reason_for(emit(spec), "dataset.max_prompt_tokens")
-    with pytest.raises(SkillError, match="config 'socratic'.* not in the local datasets cache"):
-        load_rows(spec.model_copy(update={"config": "socratic"}), cached_only=True)
+    with pytest.raises(SkillError) as refused:
+        load_rows(spec.model_copy(update={"config": "socratic"}))
+    assert "'openai/gsm8k'" in str(refused.value), str(refused.value)

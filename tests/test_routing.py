@@ -402,7 +402,7 @@ def test_routes_away_hand_over_a_starting_point_that_trl_accepts(tmp_path):
 
 
 def test_cancelling_a_probe_stops_between_batches_and_saves_nothing(tiny_model_dir):
-    from skill.sampling import Cancelled
+    from skill.sampling.progress import Cancelled
     from skill.state import state_dir
 
     asked = []
@@ -436,7 +436,7 @@ def test_the_default_probe_is_sized_for_a_minute_and_larger_ones_are_estimated()
     decision = route_check(RouteRequest(signal="exact_answer"))
     by_size = {(e.num_prompts, e.n, e.max_new_tokens): e.seconds for e in decision.probe_estimates}
     assert by_size[(8, 8, 32)] <= 60 and by_size[(32, 8, 256)] > 30 * 60  # what the old default cost here
-    assert "nothing is downloaded" in ProbeSpec.model_fields["model"].description
+    assert "HF_HUB_OFFLINE" in ProbeSpec.model_fields["model"].description
 
 
 def test_a_measured_route_holds_only_for_its_model_data_and_verifier(tiny_model_dir, tmp_path):
@@ -485,19 +485,21 @@ def test_a_measured_route_holds_only_for_its_model_data_and_verifier(tiny_model_
 def test_sampling_reports_inside_a_batch_with_the_time_left_and_stops_there(tiny_model_dir, monkeypatch):
     import time
 
-    from skill import sampling
-    from skill.sampling import Cancelled, SamplingSettings, sample_completions
+    from skill.sampling import progress
+    from skill.sampling.engines import sample_completions
+    from skill.sampling.progress import Cancelled
+    from skill.sampling.schema import SamplingSettings
 
-    monkeypatch.setattr(sampling, "PROGRESS_EVERY_S", 0.05)  # the tiny model decodes a batch in about a second
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.05)  # the tiny model decodes a batch in about a second
     updates = []
     settings = SamplingSettings(n=8, max_new_tokens=48, batch_sequences=16)
     stamps = [time.perf_counter()]
 
-    def progress(done, total, message):
+    def report(done, total, message):
         stamps.append(time.perf_counter())
         updates.append((done, total, message))
 
-    sample_completions(str(tiny_model_dir), ["a", "b", "c", "d"], settings, progress)
+    sample_completions(str(tiny_model_dir), ["a", "b", "c", "d"], settings, report)
     ends = [done for done, _total, _message in updates if float(done).is_integer() and "token" not in _message]
     assert ends == [16, 32] and updates[-1][:2] == (32, 32)
     inside = [message for done, _total, message in updates if "token" in message]
@@ -509,12 +511,12 @@ def test_sampling_reports_inside_a_batch_with_the_time_left_and_stops_there(tiny
     asked = []
     with pytest.raises(Cancelled, match="sampling stopped during a batch, after 0 completions"):
         sample_completions(
-            str(tiny_model_dir), ["a", "b"], settings, progress, should_stop=lambda: asked.append(1) or len(asked) > 1
+            str(tiny_model_dir), ["a", "b"], settings, report, should_stop=lambda: asked.append(1) or len(asked) > 1
         )
 
 
 def test_a_probe_longer_than_a_clients_timeout_says_so_before_it_samples():
-    from skill.sampling import Cancelled
+    from skill.sampling.progress import Cancelled
 
     messages = []
     request = RouteRequest(

@@ -30,7 +30,7 @@ from skill.routing.route import RouteDecision, RouteRequest, route_check
 from skill.runs.held_out import HeldOutScore, is_evaluation, summary_line, training_rows
 from skill.runs.jobs import RunRequest, RunStatus, run_grpo, run_status
 from skill.runs.store import read_jsonl
-from skill.sampling import Progress
+from skill.sampling.progress import Progress
 
 DEMO_STEPS = 40
 DEMO_UNREAD_REASON = "grpo-rlvr demo --yes: a walkthrough on the embedded model, run without a person reading samples"

@@ -41,10 +41,12 @@ from skill.inspection.scoring import score_fresh
 from skill.rewards.fingerprint import reward_fingerprint
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import MIN_SAMPLES
-from skill.routing.probe import ProbeSpec, probe_rows, warn_before_long_sampling
+from skill.routing.probe import ProbeSpec, probe_rows, prompt_key, warn_before_long_sampling
 from skill.routing.route import load_route
 from skill.routing.subject import check_inspection_subject
-from skill.sampling import Progress, SamplingSettings, sample_completions
+from skill.sampling.engines import sample_completions
+from skill.sampling.progress import Progress
+from skill.sampling.schema import SamplingSettings
 from skill.state import new_id
 
 
@@ -69,31 +71,32 @@ def _collect(
         return samples, f"route_check probe {request.route_decision_id}"
     generate = request.generate
     assert generate is not None
-    rows = probe_rows(
-        ProbeSpec(
-            rows=generate.rows,
-            dataset=generate.dataset,
-            prompt_column=generate.prompt_column,
-            num_prompts=generate.num_prompts,
-        )
+    probe = ProbeSpec(
+        rows=generate.rows,
+        dataset=generate.dataset,
+        prompt_column=generate.prompt_column,
+        num_prompts=generate.num_prompts,
     )
+    rows, column = probe_rows(probe), prompt_key(probe)
     settings = SamplingSettings(
         n=generate.n, temperature=generate.temperature, max_new_tokens=generate.max_new_tokens, seed=generate.seed
     )
-    prompts = [row[generate.prompt_column] for row in rows]
+    prompts = [row[column] for row in rows]
     warn_before_long_sampling(progress, generate.model, len(prompts), generate.n, generate.max_new_tokens)
-    groups = sample_completions(generate.model, prompts, settings, progress, should_stop=should_stop)
+    sampled = sample_completions(generate.model, prompts, settings, progress, should_stop, generate.engine)
     samples = [
         SuppliedSample(
             prompt=g.prompt,
             completion=c,
             group=g.prompt_index,
-            columns={k: v for k, v in rows[g.prompt_index].items() if k != generate.prompt_column},
+            columns={k: v for k, v in rows[g.prompt_index].items() if k != column},
         )
-        for g in groups
+        for g in sampled.groups
         for c in g.completions
     ]
-    return samples, f"sampled from {generate.model}"
+    used = sampled.sampled_with
+    revision = f", revision {used.model_revision}" if used.model_revision else ""
+    return samples, f"sampled from {generate.model} by {used.engine} {used.version} on {used.device}{revision}"
 
 
 READ_FIX = "To train on these rewards without a read, record_review with accept_unread=true and a reason."

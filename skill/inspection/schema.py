@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from skill.data import DatasetSpec
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.rewards.spec import RewardSpec
+from skill.sampling.schema import SamplingEngine
 
 MAX_SAMPLES = 100
 
@@ -28,15 +30,23 @@ class GenerateSamples(BaseModel):
 
     model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
-    model: str = EMBEDDED_MODEL_ID
+    model: str = Field(default=EMBEDDED_MODEL_ID, description="A hub id, a local model directory or the embedded id.")
     rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and reward columns.")
-    dataset: str | None = Field(default=None, description="A .jsonl/.json/.csv/.parquet file or 'embedded:addition'.")
-    prompt_column: str = "prompt"
+    dataset: DatasetSpec | None = Field(
+        default=None, description="The task's data as emit_grpo_config takes it; a bare name is taken as its 'name'."
+    )
+    prompt_column: str = Field(default="prompt", description="The prompt's column in rows (a dataset names its own).")
+    engine: SamplingEngine = Field(default_factory=SamplingEngine, description="Which engine samples.")
     num_prompts: int = Field(default=8, gt=0)
     n: int = Field(default=8, gt=0, description="Completions per prompt.")
     temperature: float = Field(default=1.0, gt=0)
     max_new_tokens: int = Field(default=256, gt=0)
     seed: int = 3407
+
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset_by_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_source(self) -> GenerateSamples:

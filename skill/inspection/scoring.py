@@ -31,12 +31,13 @@ from pydantic import BaseModel, Field
 from skill.errors import SkillError
 from skill.inspection.hack_probes import probe_rewards
 from skill.inspection.schema import Flag, ProbeResult, SampleResult, SuppliedSample
-from skill.models.sources import embedded_tokenizer_dir, is_embedded
+from skill.models.hub import local_copy
 from skill.rewards.base import call_reward
 from skill.rewards.fingerprint import reward_fingerprint
 from skill.rewards.registry import build_reward_functions
 from skill.rewards.spec import RewardSpec
 from skill.rewards.trl_inputs import PSEUDO_CHARS_PER_TOKEN, pseudo_token_ids, reward_columns
+from skill.sampling.prompts import load_tokenizer
 
 
 class Scored(BaseModel):
@@ -70,22 +71,19 @@ class ObservedIds(list[list[int]]):
 
 
 def completion_token_ids(model: str | None, completions: list[str]) -> tuple[list[list[int]], str]:
-    """The completions' token ids from ``model``'s tokenizer when it is on this machine (the embedded model, a
-    local directory, a hub id already in the local cache: nothing is fetched), else :func:`pseudo_token_ids`;
-    and a sentence saying which. TRL's ids are the sampled tokens; re-tokenizing the text gives the same count
-    up to merges at the edges (and without the end-of-turn token TRL keeps).
+    """The completions' token ids from ``model``'s tokenizer (its files fetched from the Hub when needed), else
+    :func:`pseudo_token_ids` when it cannot be had; and a sentence saying which. TRL's ids are the sampled
+    tokens; re-tokenizing the text gives the same count up to merges at the edges (and without the end-of-turn
+    token TRL keeps).
     """
     reason = "no model was named (send tokenizer: the model you train)"
     if model is not None:
         try:
-            from transformers import AutoTokenizer  # heavy: only when an inspection names a model
-
-            path = str(embedded_tokenizer_dir()) if is_embedded(model) else model
-            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            tokenizer = load_tokenizer(local_copy(model, "tokenizer").path)
             ids = tokenizer(completions, add_special_tokens=False)["input_ids"]
             return [list(map(int, row)) for row in ids], f"tokenized with {model}'s tokenizer"
-        except (OSError, ValueError, ImportError, SkillError) as exc:  # not on this machine: say so, approximate
-            reason = f"{model}'s tokenizer is not on this machine ({type(exc).__name__})"
+        except SkillError as exc:  # unreachable, gated, not a tokenizer: say so, approximate
+            reason = f"{model}'s tokenizer could not be had ({exc.problem.rstrip('.')})"
     return [pseudo_token_ids(text) for text in completions], (
         f"pseudo-ids, one per {PSEUDO_CHARS_PER_TOKEN} characters: {reason}"
     )

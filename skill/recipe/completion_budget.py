@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
-from skill.recipe.prompts import SAMPLE_ROWS, local_tokenizer, percentile
+from skill.recipe.prompts import SAMPLE_ROWS, model_tokenizer, percentile
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import CompletionLengths
 
@@ -64,14 +64,14 @@ def rounded(tokens: float) -> int:
 def reference_answer_tokens(dataset: DatasetSpec, model: str) -> list[int] | None:
     """The token lengths of the reference answers as the data holds them (before any extractor: a gsm8k answer
     column is the worked solution), with ``model``'s tokenizer; None when there are none or they cannot be read
-    here (a hub dataset or model not in the local cache)."""
+    (the Hub unreachable and nothing cached, a gated model without a token)."""
     raw = dataset.model_copy(update={"answer_extractor": None})
     try:
-        rows = load_rows(raw, limit=SAMPLE_ROWS, cached_only=True)
+        rows = load_rows(raw, limit=SAMPLE_ROWS)
         answers = [str(row["answer"]) for row in rows if row.get("answer") is not None]
         if not answers:
             return None
-        return [len(ids) for ids in local_tokenizer(model)(text=answers)["input_ids"]]
+        return [len(ids) for ids in model_tokenizer(model)(text=answers)["input_ids"]]
     except (SkillError, ValueError, KeyError):
         return None
 

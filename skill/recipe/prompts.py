@@ -1,14 +1,13 @@
 """The prompt budget: ``dataset.max_prompt_tokens`` sized from the real prompts, measured with the model's tokenizer.
 
-emit_grpo_config reads up to 256 rows through the one loader (``skill.data``, cached data only: nothing is
-downloaded while emitting), tokenizes their prompts as TRL does (the chat template for conversational
-prompts) and sizes the budget from the p99 and the longest prompt. The budget sizes the memory estimate and
-vLLM's ``max_model_len``, and run_grpo drops longer prompts. When the data or the tokenizer cannot be read
-here (a hub dataset not in the local cache, a hub model not in the local cache), the stated or default
-budget stays and the reason says why.
+emit_grpo_config reads up to 256 rows through the one loader (``skill.data``; a hub dataset is downloaded when
+needed), tokenizes their prompts with the model's tokenizer (``models.hub``: its files alone are fetched) as TRL
+does (the chat template for conversational prompts) and sizes the budget from the p99 and the longest prompt.
+The budget sizes the memory estimate and vLLM's ``max_model_len``, and run_grpo drops longer prompts. Only when
+the data or the tokenizer cannot be read (the Hub unreachable and nothing cached, a gated model without a token)
+the stated or default budget stays, and the reason says why.
 
-May import: ``skill.data``, ``skill.models``, ``skill.errors``, ``skill.recipe.schema`` (and ``transformers``,
-inside a function).
+May import: ``skill.data``, ``skill.models``, ``skill.sampling``, ``skill.errors``, ``skill.recipe.schema``.
 """
 
 from __future__ import annotations
@@ -18,8 +17,9 @@ from typing import Any
 
 from skill.data import DatasetSpec, load_rows, prompt_token_counts
 from skill.errors import SkillError
-from skill.models.sources import embedded_tokenizer_dir, is_embedded
+from skill.models.hub import local_copy
 from skill.recipe.schema import RecipeReason
+from skill.sampling.prompts import load_tokenizer
 
 SAMPLE_ROWS = 256  # prompts measured: enough for a p99, cheap enough for every emit
 BUDGET_STEP = 64  # the budget is rounded up to this, leaving room for unsampled prompts a little longer
@@ -27,19 +27,9 @@ OUTLIER_FACTOR = 2  # a longest prompt over twice the p99 is an outlier: size to
 FIELD = "dataset.max_prompt_tokens"
 
 
-def local_tokenizer(model: str) -> Any:
-    """The model's tokenizer from this machine (the embedded one, a directory, or the local hub cache)."""
-    from transformers import AutoTokenizer
-
-    if is_embedded(model):
-        return AutoTokenizer.from_pretrained(embedded_tokenizer_dir())
-    try:
-        return AutoTokenizer.from_pretrained(model, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise SkillError(
-            f"the tokenizer of {model!r} is not on this machine ({str(exc).splitlines()[0][:160]})",
-            "Send a local model directory, or a model already in the local hub cache.",
-        ) from None
+def model_tokenizer(model: str) -> Any:
+    """The model's tokenizer: its files fetched when needed (``models.hub``); a SkillError says why it cannot be."""
+    return load_tokenizer(local_copy(model, "tokenizer").path)
 
 
 def percentile(values: list[int], share: float) -> int:
@@ -54,14 +44,14 @@ def percentile(values: list[int], share: float) -> int:
 
 def measure_prompt_tokens(dataset: DatasetSpec, model: str, sample: int = SAMPLE_ROWS) -> list[int]:
     """The token lengths of the first ``sample`` prompts, as TRL will tokenize them for ``model``."""
-    rows = load_rows(dataset, limit=sample, cached_only=True)
+    rows = load_rows(dataset, limit=sample)
     missing = [index for index, row in enumerate(rows) if "prompt" not in row]
     if not rows or missing:
         raise SkillError(
             f"the dataset has no prompts to measure (rows without 'prompt': {missing[:5]})",
             "Send dataset.prompt_column or dataset.prompt_template.",
         )
-    return prompt_token_counts(local_tokenizer(model), [row["prompt"] for row in rows])
+    return prompt_token_counts(model_tokenizer(model), [row["prompt"] for row in rows])
 
 
 def size_prompt_budget(dataset: DatasetSpec, model: str) -> tuple[DatasetSpec, RecipeReason]:

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from skill.sampling.schema import SampledWith
+
 # The fewest scored samples a probe decides from; the same floor as the reward read (inspection imports it), since
 # inspect_rewards reads a probe's own samples: the seed's 50-100-sample read.
 MIN_SAMPLES = 50
@@ -25,6 +27,9 @@ class RouteEvidence(BaseModel):
     learnable_prompt_indices: list[int]
     temperatures: list[float] = Field(description="Temperatures probed, in order.")
     seconds: float
+    sampled_with: SampledWith | None = Field(
+        default=None, description="The engine, its version, device and seed, and the model revision sampled."
+    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

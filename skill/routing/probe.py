@@ -11,7 +11,7 @@ import math
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
@@ -21,7 +21,9 @@ from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import MIN_SAMPLES, RouteEvidence, probe_evidence
 from skill.routing.probe_time import DEFAULT_PROBE, estimate_before
-from skill.sampling import Progress, Prompt, SamplingSettings, ShouldStop, sample_completions, stop_if_asked
+from skill.sampling.engines import sample_completions
+from skill.sampling.progress import Progress, ShouldStop, stop_if_asked
+from skill.sampling.schema import Prompt, SamplingEngine, SamplingSettings
 
 LOW_TEMPERATURE = 0.2
 # The MCP SDKs' default request timeout (DEFAULT_REQUEST_TIMEOUT_MSEC = 60000 in the TypeScript SDK): a probe
@@ -36,13 +38,20 @@ class ProbeSpec(BaseModel):
 
     model: str = Field(
         default=EMBEDDED_MODEL_ID,
-        description="A local model directory, a hub id already in the local cache (nothing is downloaded), or the "
-        "embedded id.",
+        description="A hub id (downloaded as huggingface_hub does, honouring HF_HUB_OFFLINE, HF_HOME and HF_TOKEN), "
+        "a local model directory, or the embedded id.",
     )
     prompts: list[Prompt] | None = Field(default=None, description="Prompts (text or chat messages), no columns.")
     rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and verifier columns.")
-    dataset: str | None = Field(default=None, description="A .jsonl/.json/.csv/.parquet file or 'embedded:addition'.")
-    prompt_column: str = "prompt"
+    dataset: DatasetSpec | None = Field(
+        default=None,
+        description="The task's data as emit_grpo_config takes it (hub id or file, config, split, prompt template or "
+        "column, answer column with its extractor); a bare name is taken as its 'name'.",
+    )
+    prompt_column: str = Field(default="prompt", description="The prompt's column in rows (a dataset names its own).")
+    engine: SamplingEngine = Field(
+        default_factory=SamplingEngine, description="Which engine samples (transformers, vLLM or your endpoint)."
+    )
     num_prompts: int = Field(
         default=DEFAULT_PROBE[0],
         gt=0,
@@ -58,6 +67,11 @@ class ProbeSpec(BaseModel):
     seed: int = 3407
     success_threshold: float = Field(default=1.0, description="A sample passes when the verifier gives at least this.")
 
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _dataset_by_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _one_source(self) -> ProbeSpec:
         sources = [self.prompts is not None, self.rows is not None, self.dataset is not None]
@@ -70,10 +84,14 @@ class ProbeSpec(BaseModel):
         return self
 
 
+def prompt_key(probe: ProbeSpec) -> str:
+    """The column holding each row's prompt: a dataset's rows are shaped (``data.shape_row``) with it under
+    'prompt'; inline rows name theirs."""
+    return "prompt" if probe.dataset is not None else probe.prompt_column
+
+
 def probe_rows(probe: ProbeSpec) -> list[dict[str, Any]]:
     """The rows a probe samples: its first ``num_prompts``, each holding the prompt column.
-
-    A dataset's rows keep their own column names (the learnable rows are written back as they came).
 
     >>> [row["q"] for row in probe_rows(ProbeSpec(prompts=["a", "b", "c"], prompt_column="q", num_prompts=2))]
     ['a', 'b']
@@ -83,14 +101,14 @@ def probe_rows(probe: ProbeSpec) -> list[dict[str, Any]]:
     elif probe.rows is not None:
         rows = probe.rows
     else:
-        rows = load_rows(DatasetSpec(name=probe.dataset or ""), limit=probe.num_prompts)
+        rows = load_rows(probe.dataset, limit=probe.num_prompts)  # type: ignore[arg-type]  # the one source left
     rows = rows[: probe.num_prompts]
     if not rows:
         raise SkillError("The probe has no prompts.", "Send prompts, rows or a non-empty dataset.")
-    missing = [index for index, row in enumerate(rows) if probe.prompt_column not in row]
+    missing = [index for index, row in enumerate(rows) if prompt_key(probe) not in row]
     if missing:
         raise SkillError(
-            f"Rows {missing[:5]} lack the prompt column {probe.prompt_column!r}.", "Send prompt_column or fix rows."
+            f"Rows {missing[:5]} lack the prompt column {prompt_key(probe)!r}.", "Send prompt_column or fix rows."
         )
     return rows
 
@@ -108,7 +126,7 @@ def score_groups(
             prompts.append(group.prompt)
             completions.append(completion)
             for key, value in row.items():
-                if key != probe.prompt_column:
+                if key != prompt_key(probe):
                     columns.setdefault(key, []).append(value)
     try:
         scores = call_reward(function, prompts, completions, **columns)
@@ -148,7 +166,7 @@ def run_probe(
             f"Send at least {math.ceil(MIN_SAMPLES / probe.n)} prompts at n={probe.n} (num_prompts and the data), "
             "or raise n.",
         )
-    prompts = [row[probe.prompt_column] for row in rows]
+    prompts = [row[prompt_key(probe)] for row in rows]
     warn_before_long_sampling(progress, probe.model, len(rows), probe.n, probe.max_new_tokens)
     started = time.perf_counter()
     temperatures, samples = [], []
@@ -156,7 +174,8 @@ def run_probe(
         settings = SamplingSettings(
             n=probe.n, temperature=temperature, max_new_tokens=probe.max_new_tokens, seed=probe.seed
         )
-        groups = sample_completions(probe.model, prompts, settings, progress, should_stop=should_stop)
+        sampled = sample_completions(probe.model, prompts, settings, progress, should_stop, probe.engine)
+        groups = sampled.groups
         scores = score_groups(verifier, rows, groups, probe)
         successes = [sum(score >= probe.success_threshold for score in group) for group in scores]
         temperatures.append(temperature)
@@ -169,7 +188,7 @@ def run_probe(
                 "truncated": cut,
                 "score": s,
                 "temperature": temperature,
-                "columns": {k: v for k, v in rows[g.prompt_index].items() if k != probe.prompt_column},
+                "columns": {k: v for k, v in rows[g.prompt_index].items() if k != prompt_key(probe)},
             }
             for g, group_scores in zip(groups, scores, strict=True)
             for c, s, tokens, cut in zip(g.completions, group_scores, g.token_counts, g.truncated, strict=True)
@@ -178,4 +197,6 @@ def run_probe(
             break
         stop_if_asked(should_stop, f"the probe stopped before re-sampling at temperature {probe.low_temperature}")
     seconds = time.perf_counter() - started
-    return probe_evidence(successes, probe.n, probe.k, temperatures, seconds), samples, rows
+    evidence = probe_evidence(successes, probe.n, probe.k, temperatures, seconds)
+    evidence.sampled_with = sampled.sampled_with
+    return evidence, samples, rows

@@ -45,7 +45,7 @@ from skill.routing.probe_time import (
     probe_advice,
 )
 from skill.routing.subject import RouteSubject, check_recipe_subject, measured_subject
-from skill.sampling import Progress, ShouldStop
+from skill.sampling.progress import Progress, ShouldStop
 from skill.state import new_id, state_dir, validate_identifier, write_atomically
 
 SignalKind = Literal[
@@ -335,7 +335,7 @@ def _probed_decision(
         pass_at_1_interval=_rounded(verdict.pass_rate.interval),
         learnable_fraction_interval=_rounded(verdict.learnable.interval) if verdict.learnable else None,
         completion_lengths=measure_lengths(samples, probe.max_new_tokens, probe.temperature, probe.success_threshold),
-        measured_on=measured_subject(probe.model, probe.dataset, verifier),
+        measured_on=measured_subject(probe.model, probe.dataset.name if probe.dataset else None, verifier),
         declared=declared,
         next_skill="lora-qlora-recipes" if verdict.route == "lora-qlora-recipes" else None,
         next_step=NEXT_STEP.get(verdict.route, ""),

@@ -37,7 +37,7 @@ from skill.runs.store import (
     validate_run_id,
     write_record,
 )
-from skill.sampling import Progress
+from skill.sampling.progress import Progress
 from skill.state import new_id
 
 MAX_RUNS_ENV = "GRPO_RLVR_MAX_RUNS"

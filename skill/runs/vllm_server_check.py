@@ -25,6 +25,7 @@ from typing import Any
 from skill.errors import SkillError
 from skill.models.sources import resolve_model_path, resolve_tokenizer_path
 from skill.recipe.schema import GRPORecipe
+from skill.sampling.prompts import end_token_ids
 
 SERVER_CHECK_FILE = "vllm_server_check.json"
 DEFAULT_SERVER_TIMEOUT_S = 240  # TRL's vllm_server_timeout default
@@ -50,19 +51,6 @@ def prompt_token_ids(tokenizer: Any, prompt: Any) -> list[int]:
     return tokenizer(prompt)["input_ids"]
 
 
-def end_token_ids(tokenizer: Any, model_path: str) -> set[int]:
-    """The ids the trainer counts as the end of a completion: the tokenizer's eos and the generation config's."""
-    from transformers import GenerationConfig
-
-    ends = {tokenizer.eos_token_id} - {None}
-    try:
-        configured = GenerationConfig.from_pretrained(model_path).eos_token_id
-    except OSError:  # no generation_config.json: the tokenizer's eos is the end
-        configured = None
-    ends |= set(configured if isinstance(configured, list) else [configured]) - {None}
-    return ends
-
-
 def check_vllm_server(run_dir: Path, recipe: GRPORecipe, prompt: Any, settings: dict[str, Any]) -> dict[str, Any]:
     """Check the server against the recipe (see the module docstring); write and return what was found."""
     from transformers import AutoTokenizer
@@ -86,7 +74,7 @@ def check_vllm_server(run_dir: Path, recipe: GRPORecipe, prompt: Any, settings: 
         max_tokens=budget,
     )
     completions = output["completion_ids"]
-    ends = end_token_ids(tokenizer, model_path)
+    ends = set(end_token_ids(tokenizer, model_path))
     early = [row for row in completions if len(row) < budget]
     found = {
         "base_url": base_url,

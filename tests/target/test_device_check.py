@@ -75,6 +75,11 @@ def test_the_device_check_runs_end_to_end_on_cpu_under_the_target_transformers(t
     assert methods == {"full", "lora"} and {row["configuration"]["checkpointing"] for row in rows} == {True, False}
     assert "transformers" in (out / "gpu.txt").read_text()
 
+    # Sampling on the device's model: auto picks transformers without CUDA, in the weights' dtype on the CPU.
+    sampling = json.loads((out / "gpu_sampling.json").read_text())
+    assert sampling["auto_engine"] == "transformers" and sampling["completions"] == 64
+    assert sampling["sampled_with"]["device"] == "cpu" and sampling["tokens"] > 0
+
 
 def test_a_peft_zero3_plan_gets_reentrant_checkpointing_where_transformers_5_17_reads_it():
     """The launch plan's script, built into a real GRPOConfig under the target transformers: use_reentrant=True
