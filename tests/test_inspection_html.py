@@ -1,10 +1,17 @@
-"""The HTML report in a real headless Chromium: it renders, the reader labels samples, and the exported
-labels file is accepted by record_review. Skipped (with the reason) where Chromium is not installed."""
+"""The reading page in a real headless Chromium, driven with the keyboard as a reader would: label blind (no score
+anywhere on the page, progress counting), the labels surviving a reload, the reveal (scores and the disagreement
+by sample id), the resolve (an amendment for a misread), and the export, which record_review takes and which
+passes the gate. Skipped, with the reason, only where Chromium is not installed (`make test` installs it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import random
+import re
 import shutil
+import signal
 import subprocess
 import time
 import urllib.request
@@ -12,27 +19,110 @@ from pathlib import Path
 
 import pytest
 
+from skill.data import ADDITION_QUESTION
 from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
-from skill.inspection.schema import InspectionRequest, ReviewRequest
+from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.rewards.spec import RewardSpec
+from skill.state import STATE_ROOT_ENV
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium) - the HTML check is skipped"
+        CHROMIUM is None, reason="Chromium is not installed (make test installs it: apt-get install -y chromium)"
     ),
 ]
 
+REWARDS = [
+    RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}),
+    RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
+    # a shaping reward: not labelled, its figures (e.g. -0.467) shown only after the reveal
+    RewardSpec(name="length_penalty", role="shaping", weight=0.1, params={"mode": "target", "target": 3}),
+]
+KEY_CODES = {"p": 80, "f": 70, "u": 85, "j": 74, "k": 75, "r": 82, "Escape": 27, "ArrowDown": 40, "ArrowUp": 38}
 
-class DevTools:
-    """The smallest Chrome DevTools Protocol client this test needs."""
 
-    def __init__(self, url: str) -> None:
+def addition_samples() -> list[SuppliedSample]:
+    """80 addition answers: right and bare, off by one, or wrong and wordy."""
+    rng, samples = random.Random(1), []
+    for i in range(80):
+        a, b = rng.randint(1, 20), rng.randint(1, 20)
+        completion = [str(a + b), str(a + b + 1), f"I think it is {a * b}"][i % 3]
+        prompt = [{"role": "user", "content": ADDITION_QUESTION.format(a=a, b=b)}]
+        samples.append(SuppliedSample(prompt=prompt, completion=completion, columns={"answer": str(a + b)}, group=i))
+    return samples
+
+
+def judged(completion: str, answer: str) -> dict[str, str]:
+    """The reader's own judgment, made without the rewards."""
+    numbers = re.findall(r"-?\d+", completion)
+    right = bool(numbers) and numbers[-1] == answer
+    return {
+        "correctness": "pass" if right else "fail",
+        "format": "pass" if re.fullmatch(r"\s*-?\d+\s*", completion) else "fail",
+    }
+
+
+def unrounded(text: str) -> list[str]:
+    """Decimal figures in the text with more than 3 significant digits.
+
+    >>> unrounded("0.0133, 1.15, -0.467, 0.28618176042508353, 12.5")
+    ['0.28618176042508353']
+    """
+    return [n for n in re.findall(r"\d+\.\d+", text) if len(n.replace(".", "").lstrip("0")) > 3]
+
+
+class Chromium:
+    """Headless Chromium on one page, spoken to over the DevTools protocol; every process it starts is stopped."""
+
+    def __init__(self, profile: Path, url: str) -> None:
+        flags = (
+            "--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update "
+            "--disable-sync --disable-crash-reporter --no-first-run --remote-debugging-port=0"
+        )
+        command = [CHROMIUM, *flags.split()]
+        self.process = subprocess.Popen(
+            [*command, f"--user-data-dir={profile}", "--window-size=1200,900", url],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: the renderers and helpers are stopped with it
+        )
+        self.next_id, self.socket = 0, None
+        try:
+            self.socket = self._connect(profile / "DevToolsActivePort")
+            self.wait_loaded()
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, port_file: Path):
         from websockets.sync.client import connect
 
-        self.socket = connect(url, max_size=None)
-        self.next_id = 0
+        for _ in range(300):
+            if port_file.is_file() and port_file.read_text().strip():
+                break
+            time.sleep(0.05)
+        port = port_file.read_text().split()[0]
+        pages = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=10).read())
+        return connect(next(p for p in pages if p["type"] == "page")["webSocketDebuggerUrl"], max_size=None)
+
+    def close(self) -> None:
+        if self.socket is not None:
+            self.socket.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):  # a renderer or helper left behind
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+        for _ in range(100):  # until the last of the group is gone
+            try:
+                os.killpg(self.process.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
 
     def call(self, method: str, **params):
         self.next_id += 1
@@ -44,69 +134,149 @@ class DevTools:
                     raise RuntimeError(message["error"])
                 return message["result"]
 
-    def evaluate(self, expression: str):
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+    def js(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(result["exceptionDetails"])
         return result["result"].get("value")
 
+    def wait_loaded(self) -> None:
+        for _ in range(200):
+            if self.js("document.readyState === 'complete' && Boolean(document.querySelector('#progress')?.innerText)"):
+                return
+            time.sleep(0.05)
+        raise AssertionError("the page did not load")
 
-def test_html_report_exports_labels_that_record_review_accepts(tmp_path):
-    from test_inspection import SOUND, planted, tagged_samples
+    def key(self, key: str) -> None:
+        text = {"text": key} if len(key) == 1 else {}
+        code = f"Key{key.upper()}" if len(key) == 1 else key
+        for kind in ("keyDown", "keyUp"):
+            self.call(
+                "Input.dispatchKeyEvent", type=kind, key=key, code=code, windowsVirtualKeyCode=KEY_CODES[key], **text
+            )
 
-    report = inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))
-    profile, downloads = tmp_path / "profile", tmp_path / "downloads"
-    downloads.mkdir()
-    browser = subprocess.Popen(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--remote-debugging-port=0",
-            Path(report.paths["html"]).as_uri(),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    def type_into(self, selector: str, text: str) -> None:
+        self.js(f"document.querySelector({json.dumps(selector)}).focus()")
+        self.call("Input.insertText", text=text)
+        self.key("Escape")  # leaves the field: the labelling keys work again
+
+    def reload(self) -> None:
+        self.call("Page.reload", ignoreCache=True)
+        time.sleep(0.2)
+        self.wait_loaded()
+
+    def text(self, selector: str = "body") -> str:
+        return self.js(f"[...document.querySelectorAll({json.dumps(selector)})].map(e => e.innerText).join('\\n')")
+
+
+@pytest.fixture
+def browser_report(tmp_path, monkeypatch):
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path / "state"))  # no earlier read's labels carry over
+    report = inspect_rewards(InspectionRequest(rewards=REWARDS, samples=addition_samples()))
+    browser = Chromium(tmp_path / "profile", Path(report.paths["html"]).as_uri())
+    downloads = tmp_path / "downloads"
+    browser.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(downloads))
     try:
-        port_file = profile / "DevToolsActivePort"
-        for _ in range(300):
-            if port_file.is_file() and port_file.read_text().strip():
-                break
-            time.sleep(0.1)
-        port = port_file.read_text().split()[0]
-        pages = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=10).read())
-        page = next(p for p in pages if p["type"] == "page")
-        tools = DevTools(page["webSocketDebuggerUrl"])
-        tools.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(downloads))
-        for _ in range(100):
-            if tools.evaluate("document.readyState") == "complete":
-                break
-            time.sleep(0.1)
-        assert tools.evaluate("document.querySelectorAll('.sample').length") == len(report.samples)
-        assert "Reward inspection" in tools.evaluate("document.title")
-        traps = set(planted(report))
-        for sample in report.samples:
-            choice = "disagree" if sample.id in traps else "agree"
-            tools.evaluate(f'document.querySelector("input[name=s{sample.id}][value={choice}]").click()')
-        tools.evaluate("document.getElementById('reviewer').value = 'Ana'; document.getElementById('export').click()")
-        exported = json.loads(tools.evaluate("document.getElementById('exported').textContent"))
-        files = []
-        for _ in range(50):
-            files = list(downloads.glob("*.labels.json"))
-            if files:
-                break
-            time.sleep(0.1)
+        yield report, browser, downloads
     finally:
-        browser.kill()
-        browser.wait(timeout=10)
-    assert files, "the export did not produce a labels file"
-    saved = json.loads(files[0].read_text())
-    assert saved == exported
-    result = record_review(ReviewRequest.model_validate(saved))
+        browser.close()
+
+
+def label_with_keys(browser: Chromium, roles: list[str], labels: dict[str, str]) -> None:
+    for role in roles:
+        browser.key(labels[role][0])  # p, f or u: labels the current role, then moves on
+
+
+def test_reading_page_label_reload_reveal_resolve_export(browser_report):
+    report, browser, downloads = browser_report
+    order, roles = [s.id for s in report.samples], report.read_roles
+    assert sorted(roles) == ["correctness", "format"] and len(order) == 60
+    first = {s.id: judged(s.completion, s.columns["answer"]) for s in report.samples}
+    misread = next(i for i in order if first[i]["correctness"] == "pass")
+    first[misread]["correctness"] = "fail"  # the reader misreads one sample: the reveal names it
+    unsure = next(i for i in order if i != misread)
+    first[unsure]["format"] = "unsure"
+    shaping = {f"{s.scores['length_penalty']:.3g}" for s in report.samples if s.scores["length_penalty"]}
+    assert shaping, "the test needs a shaping score to look for"
+
+    # Label, blind: no score, no extracted answer, no total, no statistics anywhere on the page.
+    def assert_blind() -> None:
+        page = browser.text()
+        assert not [figure for figure in shaping if figure in page], page
+        assert "total:" not in page and "Statistics" not in page and "read '" not in page
+        assert not any(name in browser.text(".sample") for name in ("exact_match", "length_penalty"))
+
+    assert browser.js("document.querySelectorAll('.sample').length") == 60
+    assert "0 of 60 labelled" in browser.text(".bar")
+    assert_blind()
+    browser.type_into("#reviewer", "Ana")
+    for sample_id in order[:10]:
+        label_with_keys(browser, roles, first[sample_id])
+    assert "10 of 60 labelled" in browser.text(".bar")
+    current = "document.querySelector('.sample.current').dataset.id"
+    assert int(browser.js(current)) == order[10]
+    browser.key("k")
+    assert int(browser.js(current)) == order[9]
+    in_view = "(r => r.top >= 0 && r.top < innerHeight)(document.querySelector('.current').getBoundingClientRect())"
+    assert browser.js(in_view), "the current sample is scrolled into view"
+    browser.key("ArrowDown")
+    assert int(browser.js(current)) == order[10]
+
+    # A reload keeps the labels and the reviewer, and resumes at the first unlabelled sample.
+    browser.reload()
+    assert "10 of 60 labelled" in browser.text(".bar")
+    assert browser.js("document.getElementById('reviewer').value") == "Ana"
+    assert int(browser.js(current)) == order[10]
+    for sample_id in order[10:]:
+        label_with_keys(browser, roles, first[sample_id])
+    assert "60 of 60 labelled" in browser.text(".bar")
+    assert_blind()
+
+    # Reveal: every score (rounded), what was extracted, the disagreement named by sample id; labels locked.
+    browser.key("r")
+    page = browser.text()
+    assert [figure for figure in shaping if figure in page] and "Statistics" in page
+    assert not unrounded(page), unrounded(page)
+    card = browser.text(f"#s-{misread}")
+    assert "exact_match (correctness): 1 — pass, read" in card and "you said fail" in card
+    disagreements = browser.text("#disagreements li")
+    assert f"sample {misread}: exact_match said pass" in disagreements and "you said fail" in disagreements
+    assert browser.js("document.querySelectorAll('#disagreements li').length") == 1
+    browser.key("p")
+    assert "labels are locked" in browser.text("#status")
+
+    # Resolve: the misread is amended to the reward's judgment, with the reason.
+    browser.js(
+        "const s = document.querySelector('#disagreements select'); s.value = 'pass';"
+        "s.dispatchEvent(new Event('change', {bubbles: true}))"
+    )
+    browser.type_into("#disagreements input", "misread: the sum is right")
+    assert "resolved by this amendment" in browser.text("#disagreements li")
+    assert "0 unresolved; 1 label(s) amended" in browser.text("#amend-count")
+
+    # Export: the file record_review takes, with the labels as first given.
+    browser.js("document.getElementById('export').click()")
+    exported = json.loads(browser.js("document.getElementById('exported').textContent"))
+    for _ in range(100):
+        files = list(downloads.glob("*.review.json"))
+        if files and files[0].stat().st_size:
+            break
+        time.sleep(0.05)
+    assert files and json.loads(files[0].read_text()) == exported
+    request = ReviewRequest.model_validate(exported)
+    assert request.reviewer == "Ana" and request.reviewer_kind == "human"
+    assert request.labels == first
+    assert [a.model_dump() for a in request.amendments] == [
+        {"sample_id": misread, "role": "correctness", "label": "pass", "reason": "misread: the sum is right"}
+    ]
+    result = record_review(request)
     assert result.verdict == "passed", result.verdict_reasons
-    assert result.review.reviewer == "Ana"
+
+    # The stored report, reopened with nothing kept in the browser, shows its labels as given and the reveal.
+    browser.js("localStorage.clear()")
+    browser.reload()
+    page = browser.text()
+    assert "passed" in browser.text(".verdict") and "Cohen's kappa" in page
+    assert "recorded" in browser.text("#disagreements li")
+    assert browser.js("[...document.querySelectorAll('.sample button')].every(b => b.disabled)")
+    assert browser.js(f"document.querySelector('#s-{unsure} [data-role=format] .on').dataset.label") == "unsure"
