@@ -10,7 +10,7 @@ from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.variants import VARIANTS, apply_variants, select_variants
+from skill.recipe.variants import LOSS_VARIANTS, VARIANTS, apply_variants, select_variants
 from skill.rewards.registry import build_reward_functions
 from skill.rewards.spec import RewardSpec
 
@@ -28,7 +28,7 @@ SMALL = {
 }
 
 
-def cpu_recipe(model_dir, **changes):
+def cpu_recipe(model_dir, max_steps=1, **changes):
     return emit_grpo_config(
         RecipeRequest(
             model=ModelSpec(name=str(model_dir)),
@@ -37,7 +37,7 @@ def cpu_recipe(model_dir, **changes):
             rewards=REWARDS,
             dataset=DatasetSpec(name="addition.jsonl", columns=["answer"]),
             overrides=SMALL,
-            max_steps=1,
+            max_steps=max_steps,
             **changes,
         )
     )
@@ -91,7 +91,7 @@ def test_scaled_deltas_follow_the_current_value():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", [variant.name for variant in VARIANTS])
+@pytest.mark.parametrize("variant", [variant.name for variant in VARIANTS if variant not in LOSS_VARIANTS])
 def test_variant_delta_trains_one_real_step(variant, tiny_model_dir, tmp_path):
     recipe = cpu_recipe(tiny_model_dir, variant=variant)
     assert recipe.variant is not None and recipe.variant.variants == [variant]
@@ -103,3 +103,39 @@ def test_variant_delta_trains_one_real_step(variant, tiny_model_dir, tmp_path):
     logged = trainer.state.log_history[0]
     assert math.isfinite(logged["loss"])
     assert "rewards/says_the_answer/mean" in logged
+
+
+# The metric GRPOTrainer logs for each loss (trl/trainer/grpo_trainer.py, _compute_loss); SAPO's soft gate logs none
+# of its own, so its check is that no clip metric appears.
+LOSS_METRICS = {
+    "luspo": "clip_ratio/region_mean",
+    "vespo": "vespo/phi_seq_mean",
+    "cispo": "cispo_clip_ratio",
+    "bnpo": "clip_ratio/region_mean",
+    "sapo": None,
+}
+
+
+def test_every_loss_trl_ships_has_a_variant():
+    from trl import GRPOConfig
+
+    shipped = {"grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo"}  # GRPOConfig.loss_type docs
+    assert all(f"'{loss}'" in GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"] for loss in shipped)
+    reachable = {delta.value for v in VARIANTS for delta in v.config if delta.field == "loss_type"} | {"dapo"}
+    assert reachable - {"dapo"} >= shipped - {"dapo"} and set(LOSS_METRICS) == {v.name for v in LOSS_VARIANTS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", [variant.name for variant in LOSS_VARIANTS])
+def test_loss_variant_trains_two_steps_and_logs_its_metric(variant, tiny_model_dir, tmp_path):
+    recipe = cpu_recipe(tiny_model_dir, max_steps=2, variant=variant)
+    trainer = train_one_step(recipe, tiny_model_dir, tmp_path)
+    assert trainer.args.loss_type == recipe.trl["loss_type"] == variant
+    assert trainer.state.global_step == 2
+    steps = [row for row in trainer.state.log_history if "loss" in row]
+    assert len(steps) == 2 and all(math.isfinite(row["loss"]) for row in steps)
+    metric = LOSS_METRICS[variant]
+    if metric is None:
+        assert not any(key.startswith(("clip_ratio", "cispo", "vespo")) for key in steps[-1])
+    else:
+        assert all(math.isfinite(row[metric]) for row in steps), steps[-1]

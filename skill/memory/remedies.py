@@ -71,6 +71,17 @@ def _training_candidates(request: MemoryRequest, on_gpu: bool) -> Iterator[Candi
             per_device_train_batch_size=half,
             steps_per_generation=request.steps_per_generation * 2,
         )
+    if request.method == "full" and request.beta > 0 and request.reference_placement == "colocated":
+        # Ranked after the time-only changes and before those that change the numerics or the method: TRL 1.16's
+        # default (beta 0.0) loads no reference model, and DAPO trains without a KL term.
+        yield _changed(
+            request,
+            "beta_zero",
+            "no KL anchor to the reference (TRL's default, as DAPO trains): the frozen reference copy and its "
+            "forward pass go; the clip and a small learning rate hold the policy",
+            {"beta": 0.0},
+            beta=0.0,
+        )
     if request.method == "full" and request.optimizer == "adamw" and on_gpu:
         yield _changed(
             request,

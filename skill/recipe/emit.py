@@ -21,6 +21,7 @@ from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import GateClosed, open_gate
 from skill.memory.estimate import estimate_memory
 from skill.models.size import parameters_billions
+from skill.recipe.compatibility import refuse_incompatible
 from skill.recipe.completion_budget import (
     check_budget_override,
     cpu_budget_warning,
@@ -34,6 +35,7 @@ from skill.recipe.launch_commands import launch_commands
 from skill.recipe.plan_checks import QLORA_GENERATION, refuse_quantized_vllm
 from skill.recipe.precision import check_master_weights, precision_fields
 from skill.recipe.prompts import size_prompt_budget
+from skill.recipe.reference_price import reference_price
 from skill.recipe.schema import (
     DatasetSpec,
     GRPORecipe,
@@ -52,6 +54,13 @@ from skill.recipe.trl_contract import (
     recipe_transformers,
 )
 from skill.recipe.variants import VARIANTS_BY_NAME, apply_variants
+from skill.recipe.vllm_decisions import (
+    check_server_url,
+    colocate_tensor_parallel,
+    decide_sleep_mode,
+    importance_sampling_fields,
+    server_url_reason,
+)
 from skill.rewards.composite import check_composite
 from skill.rewards.registry import registered_reward
 from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
@@ -170,6 +179,23 @@ def _apply_sequence_budget(build: _Builder, dataset: DatasetSpec) -> None:
     )
 
 
+def _apply_generation_decisions(build: _Builder, request: RecipeRequest, parameters_b: float) -> None:
+    """The vLLM path's decisions (skill.recipe.vllm_decisions) where the caller set none, the reference model's
+    price, then the cross-field refusals (skill.recipe.compatibility) on the whole set."""
+    decided = importance_sampling_fields(build.trl)
+    decided += colocate_tensor_parallel(build.trl, request.hardware, parameters_b)
+    for field, value, reason in decided:
+        if field not in request.overrides:
+            build.set(field, value, "hardware", reason)
+    check_server_url(build.trl)
+    if "vllm_server_base_url" in request.overrides and "vllm_server_base_url" not in request.override_reasons:
+        build.reasons["vllm_server_base_url"].reason = server_url_reason(build.trl["vllm_server_base_url"])
+    price = reference_price(build.trl, request.method, parameters_b)
+    if price is not None:
+        build.reasons["beta"].reason += f"; {price}"
+    refuse_incompatible(build.trl, request.method)
+
+
 def _apply_completion_budget(build: _Builder, request: RecipeRequest, probe: CompletionLengths | None) -> int:
     """max_completion_length from the task's evidence (skill.recipe.completion_budget); returns the sized value."""
     references = reference_answer_tokens(request.dataset, request.model.name)
@@ -265,7 +291,9 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
 
 
 def _attach_provenance(recipe: GRPORecipe, request: RecipeRequest, route_line: str | None) -> None:
-    """The memory estimate, the route, the inspection and the composite rule's warnings, into the provenance."""
+    """The memory estimate (after the sleep-mode decision it drives), the route, the inspection and the composite
+    rule's warnings, into the provenance."""
+    decide_sleep_mode(recipe, overridden="vllm_enable_sleep_mode" in request.overrides)
     _attach_memory_estimate(recipe)
     if route_line is not None:
         recipe.provenance.route_decision = request.route_decision_id
@@ -308,6 +336,7 @@ def _decide_kwargs(
     build.notes += [slow] if slow else []
     if "vllm_max_model_length" not in request.overrides:
         _apply_sequence_budget(build, request.dataset)
+    _apply_generation_decisions(build, request, parameters_b)
     if len(build.trl["reward_weights"]) != len(request.rewards):
         raise SkillError(
             f"reward_weights has {len(build.trl['reward_weights'])} entries for {len(request.rewards)} rewards.",

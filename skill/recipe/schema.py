@@ -148,6 +148,10 @@ class GRPORecipe(BaseModel):
             vllm_mode=trl.get("vllm_mode", "colocate"),
             vllm_gpu_memory_utilization=trl.get("vllm_gpu_memory_utilization", 0.3),
             vllm_enable_sleep_mode=bool(trl.get("vllm_enable_sleep_mode", False)),
+            # a colocated engine's split (skill.recipe.vllm_decisions); a server's size is the launch planner's
+            vllm_tensor_parallel_size=trl.get("vllm_tensor_parallel_size", 1)
+            if trl.get("vllm_mode") == "colocate"
+            else 1,
             training_processes=self.launch.training_processes,
         )
 

@@ -11,8 +11,8 @@ from typing import Any
 GROUP_SIZE_FLOOR = 8
 
 # The seed recipe: every value the emitter relies on, with the reason it has that value. TRL's own
-# defaults differ (beta 0.0, lr 1e-6, loss_type "dapo", bf16 True, gradient_checkpointing True), so
-# nothing is left to them.
+# defaults differ (beta 0.0, lr 1e-6, loss_type "dapo", bf16 True, gradient_checkpointing True). Every other
+# GRPOConfig field is decided in skill.recipe.field_decisions: set (here or by emit) or left to TRL, with why.
 SEED: dict[str, tuple[Any, str]] = {
     "num_generations": (8, "group size floor: the group-relative baseline is too noisy with fewer samples"),
     "learning_rate": (5e-7, "seed recipe: small steps keep the policy near what the reward was inspected on"),
@@ -44,6 +44,11 @@ SEED: dict[str, tuple[Any, str]] = {
     "report_to": ("none", "no external tracker; metrics are logged by the trainer and the runner"),
     "log_completions": (False, "the runner samples completions itself"),
     "disable_dropout": (True, "dropout makes policy and reference log-probs disagree on the same tokens"),
+    "use_bias_correction_kl": (
+        True,
+        "TRL 1.16's default, stated: with beta > 0 the KL term is multiplied by the importance ratio, so its "
+        "gradient is the unbiased reverse-KL gradient (DeepSeek-V3.2, arXiv:2512.02556); inert at beta 0",
+    ),
 }
 
 # The measured short CPU run (the demo: SmolLM2-135M, addition task, 2 cores): 40 steps with these values (the

@@ -190,6 +190,86 @@ VARIANTS: list[Variant] = [
     ),
 ]
 
+# The losses TRL 1.16 ships beyond the ones above (GRPOConfig.loss_type, trl/trainer/grpo_config.py): each picked by
+# its own symptom; GRPOTrainer's loss is trl/trainer/grpo_trainer.py _compute_loss.
+LOSS_VARIANTS: list[Variant] = [
+    Variant(
+        name="luspo",
+        title="LUSPO: GSPO without its length bias",
+        symptoms=["length_collapse_with_sequence_ratios"],
+        why="Under GSPO every completion gets one ratio and the 'grpo' loss averages per sequence, so each answer "
+        "weighs the same whatever its length: a short answer's tokens get more gradient each and completions "
+        "shrink. LUSPO scales each sequence's loss by its length, keeping GSPO's sequence ratio and clip range.",
+        source="LUSPO (arXiv:2602.05261), TRL 1.16 GRPOConfig.loss_type; clip range from GSPO (arXiv:2507.18071)",
+        precedence=65,
+        config=[
+            ConfigDelta(field="loss_type", value="luspo"),
+            ConfigDelta(field="importance_sampling_level", value="sequence"),
+            ConfigDelta(field="epsilon", value=3e-4),
+            ConfigDelta(field="epsilon_high", value=4e-4),
+        ],
+    ),
+    Variant(
+        name="vespo",
+        title="VESPO: smooth sequence weights against training-inference mismatch",
+        symptoms=["training_inference_mismatch"],
+        why="When vLLM's sampling log-probs and the trainer's drift apart (TRL logs "
+        "sampling/sampling_logp_difference and sampling/importance_sampling_ratio), hard clips either cut whole "
+        "answers or let off-policy ones through. VESPO weights each sequence by a smooth, asymmetric Gamma "
+        "function of its importance weight, so off-policy answers fade instead; it needs token-level vLLM ratios.",
+        source="VESPO (arXiv:2602.10693), TRL 1.16 GRPOConfig.loss_type; GRPOTrainer refuses sequence_* vLLM "
+        "correction modes with it",
+        precedence=58,
+        config=[
+            ConfigDelta(field="loss_type", value="vespo"),
+            ConfigDelta(field="importance_sampling_level", value="token"),
+            ConfigDelta(field="vllm_importance_sampling_mode", value="token_truncate"),
+        ],
+    ),
+    Variant(
+        name="sapo",
+        title="SAPO: a soft gate instead of the hard clip",
+        symptoms=["instability_despite_gspo"],
+        why="A hard clip gives a token full gradient just inside the band and none just outside, so updates jump; "
+        "sequence-level clipping (GSPO) then throws away whole answers. SAPO replaces the clip with a smooth, "
+        "temperature-controlled sigmoid gate that attenuates off-policy tokens gradually, faster for negative "
+        "advantages (temperature 1.05 against 1.0).",
+        source="Soft Adaptive Policy Optimization (arXiv:2511.20347), TRL 1.16 GRPOConfig.loss_type",
+        precedence=57,
+        config=[
+            ConfigDelta(field="loss_type", value="sapo"),
+            ConfigDelta(field="importance_sampling_level", value="token"),
+        ],
+    ),
+    Variant(
+        name="cispo",
+        title="CISPO: clip the importance weight, keep every token's gradient",
+        symptoms=["rare_tokens_clipped"],
+        why="PPO-style clipping zeroes the gradient of every token whose ratio leaves the band; in MiniMax-M1's "
+        "runs those were rare, high-ratio tokens that open reasoning branches, so they never learned "
+        "(clip_ratio/high_mean stays high). CISPO clips the importance weight itself (stop-gradient, at "
+        "epsilon_high = 5.0, ScaleRL's value) and keeps every token's policy-gradient term.",
+        source="MiniMax-M1 (arXiv:2506.13585); epsilon_high 5.0 from ScaleRL (arXiv:2510.13786) via TRL 1.16 docs",
+        precedence=35,
+        config=[
+            ConfigDelta(field="loss_type", value="cispo"),
+            ConfigDelta(field="epsilon_high", value=5.0),
+        ],
+    ),
+    Variant(
+        name="bnpo",
+        title="BNPO: token mean per local batch",
+        symptoms=["baseline_trained_with_bnpo"],
+        why="DAPO (the seed) divides by the active tokens of the whole accumulated batch; BNPO divides by each "
+        "micro-batch's own tokens, so results shift with the micro-batch size (at batch 1 it is GRPO's "
+        "per-sequence mean). Pick it only to compare with a baseline trained with loss_type='bnpo'.",
+        source="TRL 1.16 GRPOConfig.loss_type docs (trl/trainer/grpo_config.py)",
+        precedence=5,
+        config=[ConfigDelta(field="loss_type", value="bnpo")],
+    ),
+]
+VARIANTS.extend(LOSS_VARIANTS)
+
 VARIANTS_BY_NAME = {variant.name: variant for variant in VARIANTS}
 SYMPTOMS = {symptom: variant.name for variant in VARIANTS for symptom in variant.symptoms}
 

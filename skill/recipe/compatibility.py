@@ -1,0 +1,132 @@
+"""Cross-field refusals: combinations TRL 1.16 rejects or warns about when GRPOTrainer is built, refused at emit
+with what to change, so a recipe never fails (or silently trains something else) minutes later on the target.
+
+Each rule cites the check it stands in front of in trl/trainer/grpo_trainer.py (``GRPOTrainer.__init__``) or
+trl/trainer/grpo_config.py. Values a recipe leaves out take TRL's defaults (``TRL_DEFAULTS``).
+Imports: ``errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from skill.errors import SkillError
+
+# GRPOConfig defaults these rules read (trl/trainer/grpo_config.py, TRL 1.16).
+TRL_DEFAULTS: dict[str, Any] = {
+    "loss_type": "dapo",
+    "importance_sampling_level": "token",
+    "use_vllm": False,
+    "vllm_importance_sampling_correction": True,
+    "vllm_importance_sampling_mode": "sequence_mask",
+    "vllm_importance_sampling_clip_max": 3.0,
+    "vllm_importance_sampling_clip_min": None,
+    "beta": 0.0,
+    "sync_ref_model": False,
+    "ds3_gather_for_generation": True,
+}
+TOKEN_SUMMED_LOSSES = ("bnpo", "dr_grpo", "dapo", "cispo")  # grpo_trainer.py: sequence-level IS warning
+
+
+def _vespo_vllm_mode(v: dict[str, Any], method: str) -> SkillError | None:
+    # grpo_trainer.py __init__: raises ValueError for vespo + vLLM + correction with a sequence_* mode
+    if v["loss_type"] != "vespo" or not v["use_vllm"] or not v["vllm_importance_sampling_correction"]:
+        return None
+    if v["vllm_importance_sampling_mode"] in ("token_truncate", "token_mask"):
+        return None
+    return SkillError(
+        f"loss_type='vespo' with vLLM generation and vllm_importance_sampling_mode="
+        f"{v['vllm_importance_sampling_mode']!r}: GRPOTrainer refuses it (VESPO weights sequences itself and needs "
+        "token-level vLLM ratios).",
+        "Send vllm_importance_sampling_mode 'token_truncate' (emit's choice) or 'token_mask', or leave it out.",
+    )
+
+
+def _loss_level(v: dict[str, Any], method: str) -> SkillError | None:
+    # grpo_trainer.py __init__: logger.warning for each of these three pairings
+    loss, level = v["loss_type"], v["importance_sampling_level"]
+    if loss == "luspo" and level != "sequence":
+        why, fix = "LUSPO is a sequence-level loss (GSPO's ratio)", "importance_sampling_level 'sequence'"
+    elif loss == "vespo" and level != "token":
+        why, fix = "VESPO builds its sequence weights from token ratios itself", "importance_sampling_level 'token'"
+    elif level == "sequence" and loss in TOKEN_SUMMED_LOSSES:
+        why = f"'{loss}' sums per-token terms, so each sequence weighs by its length instead of once (not GSPO)"
+        fix = "loss_type 'grpo' (GSPO's setup, the gspo variant) or importance_sampling_level 'token'"
+    else:
+        return None
+    return SkillError(
+        f"loss_type={loss!r} with importance_sampling_level={level!r}: {why}; TRL warns and trains it anyway.",
+        f"Send {fix}.",
+    )
+
+
+def _reference_sync(v: dict[str, Any], method: str) -> SkillError | None:
+    # grpo_trainer.py __init__: ValueError at beta 0, NotImplementedError with a PEFT model
+    if not v["sync_ref_model"]:
+        return None
+    if not v["beta"]:
+        return SkillError(
+            "sync_ref_model=True with beta=0: there is no reference model to synchronise; GRPOTrainer refuses it.",
+            "Send sync_ref_model False, or beta > 0 (e.g. 0.01).",
+        )
+    if method != "full":
+        return SkillError(
+            f"sync_ref_model=True with method {method!r}: TRL has no separate reference under PEFT to move "
+            "(NotImplementedError in GRPOTrainer).",
+            "Send sync_ref_model False, or method 'full'.",
+        )
+    return None
+
+
+def _importance_bounds(v: dict[str, Any], method: str) -> SkillError | None:
+    # grpo_config.py __post_init__: min >= max, and a truncate mode with neither bound, raise ValueError
+    low, high = v["vllm_importance_sampling_clip_min"], v["vllm_importance_sampling_clip_max"]
+    if low is not None and high is not None and low >= high:
+        return SkillError(
+            f"vllm_importance_sampling_clip_min={low} is not below vllm_importance_sampling_clip_max={high}.",
+            "Send a clip_min below clip_max, or leave clip_min out (no lower bound).",
+        )
+    truncating = v["vllm_importance_sampling_mode"] in ("token_truncate", "sequence_truncate")
+    if v["vllm_importance_sampling_correction"] and truncating and low is None and high is None:
+        return SkillError(
+            f"vllm_importance_sampling_mode={v['vllm_importance_sampling_mode']!r} with no clip bound truncates "
+            "nothing; GRPOConfig refuses it.",
+            "Send vllm_importance_sampling_clip_max (e.g. 2.0), or leave it out (emit's choice).",
+        )
+    return None
+
+
+def _gather_for_vllm(v: dict[str, Any], method: str) -> SkillError | None:
+    # grpo_config.py docs: ds3_gather_for_generation=False "is not compatible with vLLM generation"
+    if v["use_vllm"] and not v["ds3_gather_for_generation"]:
+        return SkillError(
+            "ds3_gather_for_generation=False with use_vllm=True: vLLM's weight sync needs the gathered weights.",
+            "Send use_vllm False (layer-by-layer transformers generation), or leave ds3_gather_for_generation out.",
+        )
+    return None
+
+
+RULES: tuple[Callable[[dict[str, Any], str], SkillError | None], ...] = (
+    _vespo_vllm_mode,
+    _loss_level,
+    _reference_sync,
+    _importance_bounds,
+    _gather_for_vllm,
+)
+
+
+def refuse_incompatible(trl: dict[str, Any], method: str) -> None:
+    """Refuse the first combination GRPOTrainer rejects or warns about, with what to change.
+
+    >>> refuse_incompatible({"loss_type": "dapo", "importance_sampling_level": "token"}, "full")
+    >>> refuse_incompatible({"loss_type": "vespo", "use_vllm": True}, "lora")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: loss_type='vespo' with vLLM generation and vllm_importance_sampling_mode='sequence_mask'...
+    """
+    values = {**TRL_DEFAULTS, **{name: value for name, value in trl.items() if name in TRL_DEFAULTS}}
+    for rule in RULES:
+        refused = rule(values, method)
+        if refused is not None:
+            raise refused

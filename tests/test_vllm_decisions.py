@@ -1,0 +1,111 @@
+"""The vLLM path's decisions (importance sampling, colocated tensor parallel, sleep mode, a remote server's URL),
+the cross-field refusals emit stands in front of GRPOTrainer with, and the reference model's price."""
+
+from __future__ import annotations
+
+import pytest
+
+from skill.errors import SkillError
+from skill.hardware.specs import HardwareSpec
+from skill.memory.estimate import estimate_memory
+from skill.memory.schema import MemoryRequest
+from skill.recipe.compatibility import refuse_incompatible
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.schema import DatasetSpec, ModelSpec
+from skill.recipe.vllm_decisions import colocate_tensor_parallel, importance_sampling_fields, sleep_mode_decision
+from skill.rewards.spec import RewardSpec
+
+
+def gpu_recipe(model: str, method: str, gpus: int = 1, gpu: str = "H100", **changes):
+    return emit_grpo_config(
+        RecipeRequest(
+            model=ModelSpec(name=model),
+            hardware=HardwareSpec(gpu_model=gpu, gpus_per_node=gpus),
+            method=method,
+            rewards=[RewardSpec(name="exact_match", role="correctness")],
+            dataset=DatasetSpec(name="addition.jsonl", columns=["answer"]),
+            **changes,
+        )
+    )
+
+
+def test_importance_sampling_follows_the_ratio_level():
+    token = {f: v for f, v, _ in importance_sampling_fields({"use_vllm": True, "importance_sampling_level": "token"})}
+    assert token == {
+        "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": "token_truncate",
+        "vllm_importance_sampling_clip_max": 2.0,
+    }
+    fields = importance_sampling_fields({"use_vllm": True, "importance_sampling_level": "sequence"})
+    sequence = {f: v for f, v, _ in fields}
+    assert sequence["vllm_importance_sampling_mode"] == "sequence_mask"
+    assert sequence["vllm_importance_sampling_clip_max"] == 3.0
+
+
+def test_colocated_tensor_parallel_splits_only_what_does_not_fit():
+    eight = HardwareSpec(gpu_model="H100", gpus_per_node=8)
+    colocate = {"use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.3}
+    assert colocate_tensor_parallel(colocate, eight, 7.6)[0][1] == 1
+    assert colocate_tensor_parallel(colocate, eight, 32.8)[0][1] == 4  # 61 GiB bf16 over a 23.9 GiB share
+    assert colocate_tensor_parallel(colocate, eight, 72.7)[0][1] == 8
+    assert colocate_tensor_parallel(colocate, HardwareSpec(accelerator="cpu"), 32.8) == []
+
+
+def test_sleep_mode_is_on_only_when_it_makes_colocated_memory_fit():
+    short = MemoryRequest(model="Qwen/Qwen2.5-1.5B-Instruct", hardware=HardwareSpec(gpu_model="L4"), beta=0.01)
+    field, value, reason = sleep_mode_decision(short, 1.54, 6.7)
+    assert (field, value) == ("vllm_enable_sleep_mode", True)
+    assert "does not fit" in reason and "sleep(level=2)" in reason and "no host copy" in reason
+    roomy = short.model_copy(update={"hardware": HardwareSpec(gpu_model="H100")})
+    assert sleep_mode_decision(roomy, 1.54, 23.9)[1] is False
+
+
+def test_emit_decides_the_vllm_fields_and_states_the_reference_price():
+    recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "full", max_steps=10)
+    trl, reasons = recipe.trl, {reason.field: reason.reason for reason in recipe.reasons}
+    assert trl["vllm_importance_sampling_mode"] == "token_truncate" and trl["vllm_tensor_parallel_size"] == 1
+    assert trl["vllm_enable_sleep_mode"] in (True, False) and "vllm_enable_sleep_mode" in reasons
+    assert "28.4 GiB per GPU under DDP" in reasons["beta"] and "beta=0" in reasons["beta"]
+    lora = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "lora", max_steps=10)
+    assert "GiB" not in {reason.field: reason.reason for reason in lora.reasons}["beta"]  # no copy under PEFT
+
+
+def test_a_remote_server_url_is_kept_with_its_reason_and_refused_without_a_server():
+    url = "http://10.0.0.5:8000"
+    recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "lora", 8, overrides={"vllm_server_base_url": url})
+    assert recipe.trl["vllm_server_base_url"] == url
+    assert "rank-0 client" in {reason.field: reason.reason for reason in recipe.reasons}["vllm_server_base_url"]
+    with pytest.raises(SkillError, match="only in server mode"):
+        gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "lora", overrides={"vllm_server_base_url": url})
+
+
+@pytest.mark.parametrize(
+    ("trl", "method", "words"),
+    [
+        ({"loss_type": "vespo", "use_vllm": True}, "lora", "GRPOTrainer refuses it"),
+        ({"loss_type": "luspo"}, "full", "LUSPO is a sequence-level loss"),
+        ({"loss_type": "vespo", "importance_sampling_level": "sequence"}, "full", "VESPO builds"),
+        ({"loss_type": "dapo", "importance_sampling_level": "sequence"}, "full", "weighs by its length"),
+        ({"sync_ref_model": True}, "full", "no reference model to synchronise"),
+        ({"sync_ref_model": True, "beta": 0.01}, "lora", "NotImplementedError"),
+        ({"use_vllm": True, "vllm_importance_sampling_clip_min": 3.0}, "full", "is not below"),
+        ({"use_vllm": True, "ds3_gather_for_generation": False}, "full", "gathered weights"),
+    ],
+)
+def test_combinations_grpo_trainer_rejects_are_refused(trl, method, words):
+    with pytest.raises(SkillError, match=words) as refused:
+        refuse_incompatible(trl, method)
+    assert refused.value.fix.startswith("Send")
+
+
+def test_beta_zero_is_the_first_remedy_when_it_is_the_cheapest_that_fits():
+    request = MemoryRequest(
+        model="Qwen/Qwen2.5-7B-Instruct",
+        hardware=HardwareSpec(gpu_model="H100"),
+        beta=0.01,
+        use_vllm=False,
+        per_device_train_batch_size=1,
+    )
+    fitting = [remedy for remedy in estimate_memory(request).remedies if remedy.fits]
+    assert fitting[0].name == "beta_zero" and fitting[0].changes == {"beta": 0.0}
+    assert "beta_zero" not in [r.name for r in estimate_memory(request.model_copy(update={"beta": 0.0})).remedies]
