@@ -110,18 +110,18 @@ def _add_reading_commands(commands: Any) -> None:
     inspect.add_argument("--reward", action="append", help="NAME,ROLE[,WEIGHT]; repeatable")
     inspect.add_argument("--samples", help="JSONL of {prompt, completion, columns, group}")
     inspect.add_argument("--route", help="reuse the samples of a route_check decision id")
+    inspect.add_argument("--samples-of", help="reuse an earlier inspection's samples (its labels carry over)")
     inspect.add_argument("--interactive", action="store_true", help="review in the terminal right away")
     inspect.add_argument("--reviewer")
     inspect.add_argument("--output", choices=["summary", "markdown", "json"], default="summary")
     inspect.set_defaults(handler=command_inspect)
 
-    review = commands.add_parser("review", help="record a reader's labels for an inspection (record_review)")
+    review = commands.add_parser("review", help="record a reader's blind labels for an inspection (record_review)")
     review.add_argument("report_id")
-    review.add_argument("--labels", help="labels JSON exported from the HTML report")
+    review.add_argument("--labels", help="labels (and amendments) JSON exported from the HTML reading page")
     review.add_argument("--reviewer")
-    review.add_argument("--agent", action="store_true", help="the reviewer is an agent, not a person")
-    review.add_argument("--interactive", action="store_true", help="label sample by sample in the terminal")
-    review.add_argument("--yes", action="store_true", help="accept all without reading: recorded, never passes")
+    review.add_argument("--kind", choices=["human", "agent", "program"], help="who read (default: human)")
+    review.add_argument("--interactive", action="store_true", help="label sample by sample in the terminal, blind")
     review.add_argument(
         "--accept-unread",
         metavar="REASON",
@@ -168,7 +168,7 @@ def _add_demo_and_serve(commands: Any) -> None:
     """demo (the walkthrough on the embedded model) and serve (the MCP server)."""
     demo = commands.add_parser("demo", help="the main flow on the embedded SmolLM2 and its addition task")
     demo.add_argument(
-        "--yes", action="store_true", help="train the demo on its rewards unread (stamped 'reward not reviewed')"
+        "--yes", action="store_true", help="let a program read the demo's samples blind (stamped reviewer kind program)"
     )
     demo.add_argument("--recipe-only", action="store_true", help="only emit and print the demo's recipe")
     demo.add_argument("--steps", type=int, default=40)

@@ -223,21 +223,26 @@ def command_inspect(args: argparse.Namespace) -> None:
         request["samples"] = [json.loads(line) for line in Path(args.samples).read_text().splitlines() if line.strip()]
     if args.route:
         request["route_decision_id"] = args.route
+    if args.samples_of:
+        request["samples_of"] = args.samples_of
     report = inspect_rewards(InspectionRequest.model_validate(request), progress=_print_progress)
     if args.output == "json":
         print(report.model_dump_json(indent=2))
     else:
         print(Path(report.paths["markdown"]).read_text() if args.output == "markdown" else _inspection_summary(report))
-        print(f"\nRead every sample: {report.paths['html']} (or {report.paths['markdown']}).")
-        print(f"Then: grpo-rlvr review {report.id} --reviewer NAME --labels LABELS.json   (or --interactive)")
+        print(f"\nRead and label every sample blind: {report.paths['html']} (or {report.paths['markdown']}).")
+        print(f"Then: grpo-rlvr review {report.id} --labels LABELS.json   (or --interactive)")
     if args.interactive:
         _interactive_review(report, args.reviewer or "")
 
 
 def _inspection_summary(report: Any) -> str:
-    lines = [f"inspection {report.id}: {len(report.samples)} samples, verdict {report.verdict}"]
+    lines = [f"inspection {report.id}: {len(report.samples)} samples to read, verdict {report.verdict}"]
+    lines.append(f"  drawn: {report.draw}  labelled for: {', '.join(report.read_roles)}")
     for name, stats in report.stats.items():
-        lines.append(f"  {name:20s} mean {stats.mean}  std {stats.std}  failures {stats.failure_rate:.0%}")
+        mean = "-" if stats.mean is None else f"{stats.mean:.3g}"
+        std = "-" if stats.std is None else f"{stats.std:.3g}"
+        lines.append(f"  {name:20s} mean {mean}  std {std}  failures {stats.failure_rate:.0%}")
     lines += [f"  {flag.severity:8s} {flag.code}: {flag.message}" for flag in report.flags]
     hacked = [probe for probe in report.probe_results if probe.hacked]
     lines.append(f"  probes: {len(report.probe_results)} tried, {len(hacked)} hacked")
@@ -249,21 +254,32 @@ def _interactive_review(report: Any, reviewer: str) -> None:
     if not sys.stdin.isatty():
         raise SkillError("An interactive review needs a terminal.", "Use --labels FILE instead.")
     reviewer = reviewer or input("Your name: ").strip()
-    labels: dict[int, bool] = {}
+    print(f"{report.draw}\nLabel each sample by your own judgment; the scores are shown after.")
+    labels: dict[int, dict[str, str]] = {}
+    keys = {"p": "pass", "f": "fail", "u": "unsure"}
     for sample in report.samples:
-        scores = ", ".join(f"{name}={value}" for name, value in sample.scores.items())
-        print(
-            f"\n--- sample {sample.id} --- {scores}  columns {sample.columns}\n{sample.prompt}\n>>> {sample.completion}"
-        )
-        answer = ""
-        while answer not in ("a", "d", "q"):
-            answer = input("[a]gree with the judgment, [d]isagree, [q]uit: ").strip().lower()[:1]
+        print(f"\n--- sample {sample.id} --- reference {sample.columns}\n{sample.prompt}\n>>> {sample.completion}")
+        labels[sample.id] = {}
+        for role in report.read_roles:
+            answer = ""
+            while answer not in ("p", "f", "u", "q"):
+                answer = input(f"{role}: [p]ass, [f]ail, [u]nsure, [q]uit: ").strip().lower()[:1]
+            if answer == "q":
+                labels.pop(sample.id)
+                break
+            labels[sample.id][role] = keys[answer]
         if answer == "q":
             break
-        labels[sample.id] = answer == "a"
-    result = record_review(ReviewRequest(report_id=report.id, reviewer=reviewer, labels=labels))
-    print(f"verdict: {result.verdict}")
-    for reason in result.verdict_reasons:
+    _print_review(record_review(ReviewRequest(report_id=report.id, reviewer=reviewer, labels=labels)))
+
+
+def _print_review(report: Any) -> None:
+    print(f"{report.id}: verdict {report.verdict}")
+    if report.review is not None:
+        for agree in report.review.agreement:
+            kappa = "-" if agree.kappa is None else f"{agree.kappa:.2f}"
+            print(f"  {agree.reward}: kappa {kappa} against your first labels, on {agree.samples} samples")
+    for reason in report.verdict_reasons:
         print(f"  - {reason}")
 
 
@@ -275,21 +291,17 @@ def command_review(args: argparse.Namespace) -> None:
     request: dict[str, Any] = {"report_id": args.report_id}
     if args.labels:
         exported = json.loads(Path(args.labels).read_text())
-        request.update({key: exported[key] for key in ("reviewer", "reviewer_kind", "labels") if key in exported})
+        keys = ("reviewer", "reviewer_kind", "labels", "amendments")
+        request.update({key: exported[key] for key in keys if key in exported})
     if args.reviewer:
         request["reviewer"] = args.reviewer
-    if args.agent:
-        request["reviewer_kind"] = "agent"
-    if args.yes:
-        request["non_interactive"] = True
+    if args.kind:
+        request["reviewer_kind"] = args.kind
     if args.accept_unread is not None:
         request.update(accept_unread=True, accept_unread_reason=args.accept_unread)
     if not request.get("reviewer"):
         raise SkillError("No reviewer named.", "Send --reviewer NAME (or a labels file that has one).")
-    report = record_review(ReviewRequest.model_validate(request))
-    print(f"{report.id}: verdict {report.verdict}")
-    for reason in report.verdict_reasons:
-        print(f"  - {reason}")
+    _print_review(record_review(ReviewRequest.model_validate(request)))
 
 
 def _print_status(status: Any) -> None:
@@ -374,8 +386,8 @@ def command_demo(args: argparse.Namespace) -> None:
     if not args.recipe_only:
         if not args.yes:
             raise SkillError(
-                "The demo trains on its rewards without a read (accept_unread, stamped 'reward not reviewed') and "
-                "needs your explicit --yes for that.",
+                "The demo's reward read is done by a program (its own check of each addition answer, stamped "
+                "reviewer kind 'program'), not by you, and needs your explicit --yes for that.",
                 "Run grpo-rlvr demo --yes (make demo does), or inspect and review yourself: grpo-rlvr inspect/review.",
             )
         result = run_demo(steps=args.steps)

@@ -156,10 +156,10 @@ probe (the model and ~32 prompts, 8 samples each). Continue only if the route is
 route, its evidence and next_skill, and stop.
 2. Inspect the rewards. Call inspect_rewards with the rewards you intend to train on and \
 route_decision_id=<the decision id>. Read every sample (the result's first page, then inspection_samples from \
-next_offset until it is null) and judge it yourself. Any disagreement with a reward means: fix the reward \
-first, then inspect again.
-3. Review. Call record_review with your per-sample labels (reviewer_kind "agent"). Do not accept all without \
-reading; it is recorded and does not pass. Continue only when the verdict is "passed".
+next_offset until it is null; no score is shown) and judge it yourself: pass, fail or unsure for each read role.
+3. Review. Call record_review with your labels (reviewer_kind "agent"); its answer names every sample where a \
+reward disagrees with you. Fix that reward and inspect_rewards with samples_of=<the inspection id> (your labels \
+carry over), or amend a label you misread, with the reason. Continue only when the verdict is "passed".
 4. Config. Call emit_grpo_config with the model, hardware, method, rewards (correctness weight above format \
 weight), dataset and route_decision_id. Never hand-write GRPOConfig values; deviate only through overrides with \
 override_reasons.

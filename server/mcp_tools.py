@@ -19,6 +19,7 @@ from mcp.types import ToolAnnotations
 from pydantic import ConfigDict, Field
 
 from server.tool_calls import as_tool_errors, progress_reporter, until_cancelled
+from skill.inspection.agreement import GATE_RULE
 from skill.inspection.digest import inspection_digest, review_outcome, sample_page
 from skill.inspection.gate import record_review
 from skill.inspection.reports import load_report
@@ -64,6 +65,12 @@ def _tool(
         return function
 
     return register
+
+
+def _quoting_the_gate_rule(function: Callable[..., T]) -> Callable[..., T]:
+    """The gate's rule, stated once (skill.inspection.agreement.GATE_RULE), where the reader meets it."""
+    function.__doc__ = (function.__doc__ or "").replace("{rule}", GATE_RULE)
+    return function
 
 
 def tool_description(text: str) -> str:
@@ -151,17 +158,18 @@ async def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision
             "samples": [{"prompt": "What is 2 + 3?", "completion": "<answer>5</answer>", "columns": {"answer": "5"}}],
         }
     },
-    hint="Send exactly one sample source: samples, route_decision_id (from route_check) or generate.",
+    hint="Send exactly one sample source: samples, route_decision_id (from route_check), samples_of or generate.",
 )
 async def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> InspectionDigest:
-    """Run the rewards on 50-100 sampled outputs in a fresh process: the read that gates run_grpo.
+    """Run the rewards on the samples in a fresh process and draw 50-60 of them for a blind read that gates run_grpo.
 
-    Samples: route_decision_id, your `samples`, or `generate` (with progress; cancelling stops it).
+    Samples: route_decision_id, your `samples`, `samples_of` (an earlier inspection's: after a reward fix, its
+    labels are re-scored, nothing is read again) or `generate` (with progress; cancelling stops it).
 
     Returns statistics, flags (blocking ones say what to change), hack probes that beat a reward and the first
-    page of samples; a few show a deliberately wrong score (attention checks). Report: grpo://inspections/{id}.
+    page of samples, shown blind (no score) until you label them. Report: grpo://inspections/{id}.
 
-    Next: read every sample (inspection_samples from next_offset), label each with record_review.
+    Next: read every sample (inspection_samples from next_offset) and label it with record_review.
     """
     progress = progress_reporter(ctx)
     report = await until_cancelled(
@@ -180,7 +188,8 @@ def inspection_samples_tool(
     report_id: Annotated[str, Field(description="The inspection's id, as inspect_rewards returned it.")],
     offset: Annotated[int, Field(ge=0, description="The page's first sample: next_offset of the page before.")] = 0,
 ) -> SamplePage:
-    """An inspection's samples from `offset` on, as many as fit one result (about 10,000 characters).
+    """An inspection's samples from `offset` on, as many as fit one result (about 10,000 characters); blind (no
+    score) until labelled.
 
     Call it with each page's next_offset until it is null: record_review needs every sample read and labelled.
     """
@@ -196,19 +205,22 @@ def inspection_samples_tool(
             "report_id": "insp-20250101-120000-abc123",
             "reviewer": "claude",
             "reviewer_kind": "agent",
-            "labels": {"0": True, "1": True, "2": False},
+            "labels": {"0": {"correctness": "pass"}, "1": {"correctness": "fail"}, "2": {"correctness": "unsure"}},
         }
     },
 )
+@_quoting_the_gate_rule
 def record_review_tool(request: ReviewRequest) -> ReviewOutcome:
-    """Record, per sample, whether you agree with the rewards' judgment (labels id -> true/false); decides the gate.
+    """Record your blind labels (labels: sample id -> {role: pass | fail | unsure}, your own judgment before any
+    score), then, after the reveal, amendments of misreads (each with a reason); decides the gate.
 
-    Passes when every sample is labelled, you disagree with each attention check and no real sample, and no flag
-    blocks. Accept-all never passes; accept_unread + accept_unread_reason opens it as 'reward not reviewed'.
+    {rule}
 
-    Returns the verdict, reasons and the stamp runs carry.
+    Returns the verdict, every disagreement (reward said X, you said Y), each reward's kappa and the stamp runs
+    carry. accept_unread + accept_unread_reason instead opens the gate as 'reward not reviewed'.
 
-    Next: if failed, fix the rewards or read again; else emit_grpo_config.
+    Next: fix each disagreeing reward and inspect_rewards with samples_of (or amend a misread); once passed,
+    emit_grpo_config.
     """
     return review_outcome(record_review(request))
 

@@ -1,8 +1,10 @@
-"""The 95% interval the tools put on every rate they report: a route's pass@1 and learnable fraction, a declared
-pass rate, a run's held-out score.
+"""The statistics the tools decide on: the 95% interval on every rate they report (a route's pass@1 and learnable
+fraction, a declared pass rate, a run's held-out score), and the agreement of two pass/fail judgments (a reader's
+blind labels and a reward; a judge and a person).
 
 Wilson's score interval, because these rates are often near 0 or 1 on small samples, where the normal
-interval leaves [0, 1] or collapses to a point (0 successes in 20 give 0 +- 0).
+interval leaves [0, 1] or collapses to a point (0 successes in 20 give 0 +- 0). Cohen's kappa, because raw
+agreement rewards a labeller who says the majority class every time (kappa gives it 0).
 """
 
 from __future__ import annotations
@@ -26,3 +28,23 @@ def wilson_interval(successes: float, n: int) -> tuple[float, float]:
     centre = (p + Z_95**2 / (2 * n)) / denominator
     half = Z_95 * math.sqrt(p * (1 - p) / n + Z_95**2 / (4 * n * n)) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def cohen_kappa(first: list[bool], second: list[bool]) -> float | None:
+    """Cohen's kappa of two pass/fail judgments of the same items: 1 for full agreement, about 0 for chance (a
+    constant or random labeller); None when both judgments are constant, where agreement by chance is certain.
+
+    >>> cohen_kappa([True, True, False, False], [True, True, False, False])
+    1.0
+    >>> cohen_kappa([True, True, True, True], [True, False, True, False])
+    0.0
+    >>> cohen_kappa([True, True], [True, True]) is None
+    True
+    """
+    n = len(first)
+    if n == 0 or n != len(second):
+        raise ValueError(f"two judgments of the same items are needed (got {len(first)} and {len(second)})")
+    observed = sum(a == b for a, b in zip(first, second, strict=True)) / n
+    p_first, p_second = sum(first) / n, sum(second) / n
+    expected = p_first * p_second + (1 - p_first) * (1 - p_second)
+    return None if expected >= 1 else (observed - expected) / (1 - expected)

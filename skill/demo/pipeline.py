@@ -8,7 +8,6 @@ learned to be well-formed but wrong, which is why the weights are not equal.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,8 +16,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skill.data import ADDITION_DATASET_ID
+from skill.demo.reader import READER, read_blind
 from skill.hardware.specs import HardwareSpec
-from skill.inspection.gate import NOT_REVIEWED, record_review
+from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionReport, InspectionRequest, ReviewRequest
 from skill.models.sources import EMBEDDED_MODEL_ID
@@ -33,7 +33,6 @@ from skill.runs.store import read_jsonl
 from skill.sampling.progress import Progress
 
 DEMO_STEPS = 40
-DEMO_UNREAD_REASON = "grpo-rlvr demo --yes: a walkthrough on the embedded model, run without a person reading samples"
 
 
 def demo_recipe_request() -> RecipeRequest:
@@ -176,28 +175,28 @@ def _route(correctness: RewardSpec, say: Callable[[str], None], progress: Progre
 
 
 def _inspect(request: RecipeRequest, route_id: str, say: Callable[[str], None]) -> InspectionReport:
-    """Step 2: inspect the rewards on the route's samples; the demo trains on them unread (accept_unread), and
-    says so: the recipe, the run's status and the model card carry 'reward not reviewed'."""
+    """Step 2: inspect the rewards on the route's samples, and pass the gate with a blind read by a program
+    (``demo.reader``: its own check of each answer, nothing from skill.rewards), stamped reviewer kind 'program'."""
     say("2/5 inspect_rewards on the route's samples (no second sampling)...")
     report = inspect_rewards(InspectionRequest(rewards=request.rewards, route_decision_id=route_id))
     for name, stats in report.stats.items():
         say(f"    {name:12s} mean {stats.mean:.2f}  failures {stats.failure_rate:.0%}")
     say(
         f"    flags: {[f.code for f in report.flags] or 'none'}; probes: {len(report.probe_results)} tried, "
-        f"{sum(p.hacked for p in report.probe_results)} hacked. Report: {report.paths['html']}"
+        f"{sum(p.hacked for p in report.probe_results)} hacked. Reading page: {report.paths['html']}"
+    )
+    say(f"    drawn to read: {report.draw}")
+    say(
+        f"    review: read blind by a program ({READER}): it labels each sample by its own check of the answer and "
+        "imports nothing from skill.rewards; a person reads your own task (the reading page above)."
     )
     reviewed = record_review(
-        ReviewRequest(
-            report_id=report.id,
-            reviewer=os.environ.get("USER", "cli-user"),
-            accept_unread=True,
-            accept_unread_reason=DEMO_UNREAD_REASON,
-        )
+        ReviewRequest(report_id=report.id, reviewer=READER, reviewer_kind="program", labels=read_blind(report))
     )
-    say(
-        "    review: NOT READ. The demo accepts its rewards unread (accept_unread, your --yes): the recipe, the "
-        f"run's status and the model card say '{NOT_REVIEWED}' -> {reviewed.verdict}"
-    )
+    assert reviewed.review is not None  # just recorded
+    for agree in reviewed.review.agreement:
+        say(f"    {agree.reward}: agrees with the blind labels at kappa {agree.kappa} on {agree.samples} samples")
+    say(f"    verdict: {reviewed.verdict}")
     return reviewed
 
 

@@ -12,6 +12,7 @@ and the CLI keep returning the whole report. Owns: ``inspection_digest``, ``samp
 from __future__ import annotations
 
 from skill.inspection.gate import review_stamp
+from skill.inspection.render import shown
 from skill.inspection.schema import InspectionDigest, InspectionReport, ReviewOutcome, SamplePage
 
 RESULT_CHARACTERS = 10_000
@@ -23,7 +24,7 @@ MOST_HACKED_PROBES = 8
 
 
 def _sample_characters(report: InspectionReport, index: int) -> int:
-    return len(report.samples[index].model_dump_json())
+    return len(shown(report, report.samples[index]).model_dump_json())
 
 
 def sample_page(report: InspectionReport, offset: int = 0, budget: int = RESULT_CHARACTERS) -> SamplePage:
@@ -51,9 +52,11 @@ def sample_page(report: InspectionReport, offset: int = 0, budget: int = RESULT_
             break
         used += size
         end += 1
+    samples = [shown(report, sample) for sample in report.samples[offset:end]]
     return SamplePage(
         report_id=report.id,
-        samples=report.samples[offset:end],
+        blind=any(not sample.scores for sample in samples),
+        samples=samples,
         offset=offset,
         samples_total=total,
         next_offset=end if end < total else None,
@@ -70,10 +73,11 @@ def _summary(report: InspectionReport, hacked: int) -> str:
     parts.append(f"{hacked} of {len(report.probe_results)} hack probes beat a reward.")
     if blocking or hacked:
         parts.append("Fix what the flags and probes say, then inspect again.")
-    elif report.verdict == "pending":
+    elif report.verdict == "pending" and not report.review:
         parts.append(
-            "Read every sample (page by page with inspection_samples) and label each with record_review: true "
-            "when you agree with the rewards' judgment of it, false when you do not."
+            f"Read every sample (page by page with inspection_samples; no score is shown until you label it) and "
+            f"label each by your own judgment for {', '.join(report.read_roles)}: pass, fail or unsure. Send the "
+            "labels with record_review; its answer names every sample where a reward disagrees with you."
         )
     return " ".join(parts)
 
@@ -91,7 +95,9 @@ def inspection_digest(report: InspectionReport, budget: int = RESULT_CHARACTERS)
         flags=report.flags,
         hacked_probes=hacked[:MOST_HACKED_PROBES],
         probes_run=len(report.probe_results),
-        page=SamplePage(report_id=report.id, samples=[], offset=0, samples_total=0, next_offset=None),
+        read_roles=report.read_roles,
+        draw=report.draw,
+        page=SamplePage(report_id=report.id, blind=True, samples=[], offset=0, samples_total=0, next_offset=None),
         report_uri=f"grpo://inspections/{report.id}",
         paths=report.paths,
     )
@@ -112,6 +118,6 @@ def review_outcome(report: InspectionReport) -> ReviewOutcome:
         labelled=len(review.labels) if review else 0,
         samples_total=len(report.samples),
         disagreements=review.disagreements if review else [],
-        review_attempts=report.review_attempts,
+        agreement=review.agreement if review else [],
         stamp=review_stamp(report) if opened else "",
     )

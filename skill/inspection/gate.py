@@ -3,75 +3,69 @@
 ``open_gate`` is called wherever training can start: a new run and a resumed run (``runs.jobs``), and
 the training process itself before it builds the trainer (``runs.worker``, in a fresh interpreter).
 ``emit_grpo_config`` asks the same question to record the answer in the recipe's provenance. It keys on
-the fingerprint (``inspection.fingerprint``) of the rewards with the weights TRL will use: spec, weight,
+the fingerprint (``rewards.fingerprint``) of the rewards with the weights TRL will use: spec, weight,
 params, every local source file the reward code imports, library versions. A reward edited since, a
 weight changed by an override, a helper module changed, all close the gate.
 
-A report opens the gate two ways, never by agreeing with everything:
+A report opens the gate two ways:
 
-- **passed**: every shown sample labelled, the labels match a read (every attention check disagreed
-  with, no real sample disagreed with), no blocking flag, and the reward code unchanged since;
+- **passed**: a blind read (``inspection.agreement`` states the rule) with no blocking flag, on the reward code
+  unchanged since;
 - **accepted_unread**: an explicit, separately named acknowledgement (``accept_unread`` with a reason)
   that the rewards are trained on without a read. It never clears a blocking flag, and it is stamped
   "reward not reviewed" on the recipe, the run's status, its metrics header and the model card.
 
-An accept-all (``non_interactive``, ``--yes``) is recorded and never passes. A review that does not
-match a read is answered without saying which samples were checks and changes nothing shown; it is counted,
-per report (``MAX_FAILED_REVIEWS``) and per reward per day (``max_failed_reads``), and reviews are
-recorded one at a time, so a blind guess gets a bounded number of tries. An answer is read once: a report whose
-answers a later inspection showed again takes no read (the later one may say what they really scored).
-
-Owns: ``record_review``, ``open_gate``, the passed index, the stamps. May import: ``inspection``
-(attention, fingerprint, reports, schema), ``rewards``, ``state``, ``errors``.
+``record_review`` takes the blind labels (first call), then amendments after the reveal (later calls); the
+labels join the reward's regression set (``inspection.labels``). Owns: ``record_review``, ``carry_labels``,
+``open_gate``, the passed index, the stamps. May import: ``inspection`` (agreement, labels, reports, schema),
+``rewards``, ``state``, ``errors``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from skill.errors import SkillError
-from skill.inspection.attention import reading_matches, review_blocker
-from skill.inspection.reports import (
-    FAILED_READS_WINDOW_S,
-    load_key,
-    load_report,
-    recent_failed_reads,
-    reports_dir,
-    save_report,
-    shown_again,
-    stored_reports,
-)
-from skill.inspection.schema import GateDecision, InspectionReport, Review, ReviewRequest
+from skill.inspection.agreement import compare, read_reasons
+from skill.inspection.labels import carried_labels, store_labels
+from skill.inspection.reports import load_report, reports_dir, save_report, stored_reports
+from skill.inspection.schema import Amendment, GateDecision, InspectionReport, Review, ReviewRequest
 from skill.rewards.fingerprint import effective_rewards, reward_fingerprint
 from skill.rewards.spec import RewardSpec
 from skill.state import exclusive_lock, write_atomically
 
 NOT_REVIEWED = "reward not reviewed"
 OPENING = ("passed", "accepted_unread")
-MAX_FAILED_REVIEWS = 5  # reads of one report that did not match; then it takes no more
-MAX_FAILED_PER_REWARD = 10  # per reward per day, across reports and reward sets (max_failed_reads)
-MAX_FAILED_READS_ENV = "GRPO_RLVR_MAX_FAILED_READS"
 
 
 class GateClosed(SkillError):
     """No inspection opens the gate for these rewards (as opposed to a request that is itself wrong)."""
 
 
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
 def _check_request(request: ReviewRequest, report: InspectionReport) -> None:
     if not request.reviewer.strip():
-        raise SkillError("The review has no reviewer.", "Send the reviewer's name (a person or an agent).")
+        raise SkillError("The review has no reviewer.", "Send the reviewer's name (a person, an agent or a program).")
     known = {sample.id for sample in report.samples}
     unknown = sorted(set(request.labels) - known)
     if unknown:
         raise SkillError(f"Labels for unknown sample ids {unknown[:10]}.", f"Send ids between 0 and {max(known)}.")
-    if request.accept_unread and (request.labels or request.non_interactive):
+    wrong_roles = sorted({role for labels in request.labels.values() for role in labels} - set(report.read_roles))
+    if wrong_roles:
         raise SkillError(
-            "accept_unread is the acknowledgement that nothing was read; it cannot come with labels or an accept-all.",
+            f"Labels for role(s) {wrong_roles}: this report reads {report.read_roles}.",
+            "Label each sample for the report's read_roles only (shaping rewards are not labelled).",
+        )
+    if request.accept_unread and (request.labels or request.amendments):
+        raise SkillError(
+            "accept_unread is the acknowledgement that nothing was read; it cannot come with labels or amendments.",
             "Send either labels from a read, or accept_unread=true with accept_unread_reason alone.",
         )
     if request.accept_unread and not request.accept_unread_reason.strip():
@@ -79,50 +73,11 @@ def _check_request(request: ReviewRequest, report: InspectionReport) -> None:
             "accept_unread needs a reason: it is stamped on the recipe, the run and the model card.",
             "Send accept_unread_reason saying why these rewards are trained on without a read.",
         )
-
-
-def _reasons(report: InspectionReport, request: ReviewRequest, key: dict[str, Any]) -> tuple[list[str], bool]:
-    """Why the gate does not open (empty: it opens), and whether the labels failed to match a read."""
-    reasons = [f"Fix the reward: {f.message} {f.fix}".strip() for f in report.flags if f.severity == "blocking"]
-    if reward_fingerprint(report.rewards)[0] != report.reward_fingerprint:
-        reasons.append(
-            "The reward code, a file it imports or a library version changed since this inspection. "
-            "Inspect again (inspect_rewards) and review the new report."
+    if not (request.accept_unread or request.labels or request.amendments):
+        raise SkillError(
+            "The review holds no labels, amendments or accept_unread.",
+            "Send labels: {sample id: {role: 'pass' | 'fail' | 'unsure'}} for every sample, by your own judgment.",
         )
-    if request.accept_unread:
-        return reasons, False
-    if request.non_interactive:
-        return reasons + [
-            "An accept-all review (non_interactive / --yes) never opens the gate: it reads nothing. Label every "
-            "sample after reading it, or, to train on these rewards unread, send accept_unread=true with "
-            "accept_unread_reason (stamped 'reward not reviewed' on the recipe, the run and the model card)."
-        ], False
-    labelled = [sample.id for sample in report.samples if sample.id in request.labels]
-    if len(labelled) < len(report.samples):
-        reasons.append(
-            f"{len(labelled)} of {len(report.samples)} samples labelled: label every sample (agree or "
-            "disagree with the rewards' judgment of it)."
-        )
-        return reasons, False
-    blocker = review_blocker(key)
-    if blocker is not None:
-        return reasons + [blocker], False
-    again = shown_again(key.get("sightings", []), report.id)
-    if again:  # a later report of the same answers may say what this one's checks really scored
-        return reasons + [
-            "Answers of this inspection were shown again in a later inspection (under any reward set), so a read "
-            "of this one no longer counts. Read the later one if it can be read, or inspect samples with new answers."
-        ], False
-    planted = key.get("planted", [])
-    if reading_matches(request.labels, planted):
-        return reasons, False
-    disagreed = sorted(i for i, agree in request.labels.items() if not agree)
-    return reasons + [
-        f"The labels do not match a read of the samples. You disagreed with samples {disagreed}. Either one of "
-        "them is a real sample the reward judges wrongly (fix the reward there, then inspect again), or a score "
-        "you agreed with is deliberately wrong (an attention check: read every sample again). Which of the two, "
-        "and which samples are checks, is not said."
-    ], True
 
 
 def review_stamp(report: InspectionReport) -> str:
@@ -135,83 +90,138 @@ def review_stamp(report: InspectionReport) -> str:
             f"{NOT_REVIEWED}: accepted unread by {review.reviewer_kind} {review.reviewer} "
             f"({review.accept_unread_reason.strip()}); inspection {report.id}"
         )
+    kappas = ", ".join(f"{a.reward} kappa {a.kappa:.2f}" for a in review.agreement if a.kappa is not None)
     return (
-        f"reviewed: {review.reviewer_kind} {review.reviewer} read and labelled {len(review.labels)} samples; "
-        f"inspection {report.id}"
+        f"reviewed: {review.reviewer_kind} {review.reviewer} labelled {len(review.labels)} samples blind "
+        f"({kappas}; {len(review.amendments)} amended); inspection {report.id}"
     )
 
 
 def record_review(request: ReviewRequest) -> InspectionReport:
-    """Store a reader's verdicts and decide the gate: 'passed', 'accepted_unread' or 'failed' with what to fix.
+    """Record a blind read and decide the gate (see ``inspection.agreement`` for the rule).
 
-    ``labels`` maps every shown sample id to True when the reader agrees with the rewards' judgment of it.
+    The first call sends ``labels`` (your own pass/fail/unsure per read role, no score seen); the answer reveals
+    every disagreement. Later calls label samples still unlabelled, or send ``amendments`` (a misread, with the
+    reason). A label once given is never replaced: it is what the agreement is measured on.
     """
-    with exclusive_lock(reports_dir() / ".review.lock"):  # one review at a time: failed reads are counted exactly
-        return _record(request)
+    with exclusive_lock(reports_dir() / ".review.lock"):  # one review at a time per state root
+        report = load_report(request.report_id)
+        _check_request(request, report)
+        if request.accept_unread:
+            return _accept_unread(report, request)
+        review = report.review or Review(reviewer=request.reviewer, reviewer_kind=request.reviewer_kind)
+        new = _add_labels(review, request)
+        report.review = review
+        review.disagreements, review.agreement = compare(report)  # the reveal of these labels, before amendments
+        amendments = _add_amendments(report, review, request)
+        review.reviewer, review.reviewer_kind = request.reviewer, request.reviewer_kind
+        review.notes = request.notes or review.notes
+        review.recorded_at = _now()
+        report.review = review
+        store_labels(report, new, amendments)
+        return _judged(report)
 
 
-def max_failed_reads() -> int:
-    """Failed reads taken per reward per day (``GRPO_RLVR_MAX_FAILED_READS``, default 10): how many blind
-    guesses the gate allows. Raising it weakens the gate; test harnesses that fail reviews on purpose raise it.
-
-    >>> max_failed_reads() > 0
-    True
-    """
-    text = os.environ.get(MAX_FAILED_READS_ENV, str(MAX_FAILED_PER_REWARD))
-    if not text.isdigit() or int(text) < 1:
-        raise SkillError(f"{MAX_FAILED_READS_ENV}={text!r} is not a whole number >= 1.", "Unset it (default 10).")
-    return int(text)
-
-
-def _failed_reads(report: InspectionReport) -> str | None:
-    """Why this report takes no more reads: too many that did not match, on it, or today on any reward it holds.
-    A failed read counts against every reward of the set, so another set, order or weight gives no new tries."""
-    if report.review_attempts >= MAX_FAILED_REVIEWS:
-        return f"Inspection {report.id} has had {report.review_attempts} reviews that did not match a read."
-    for spec in report.rewards:
-        recent = recent_failed_reads(spec.name)
-        if len(recent) >= max_failed_reads():
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(min(recent) + FAILED_READS_WINDOW_S))
-            return (
-                f"Reviews of samples scored by {spec.name} did not match a read {len(recent)} times in the last "
-                f"24 hours; the next read is taken after {when}."
-            )
-    return None
-
-
-def _record(request: ReviewRequest) -> InspectionReport:
-    report = load_report(request.report_id)
-    _check_request(request, report)
-    key = load_key(report.id)
-    reading = not (request.accept_unread or request.non_interactive)
-    refused = _failed_reads(report) if reading else None
-    if refused is not None:
+def _add_labels(review: Review, request: ReviewRequest) -> list[int]:
+    """Add the request's labels for samples not yet labelled; refuse a change to a label already given."""
+    again = sorted(sample_id for sample_id in request.labels if sample_id in review.labels)
+    changed = [i for i in again if request.labels[i] != review.labels[i]]
+    if changed:
         raise SkillError(
-            f"{refused} No more reads are taken.",
-            "Fix the rewards where they judge samples wrongly, then inspect again and read the new report; or train "
-            "on them unread: accept_unread=true with a reason.",
+            f"Samples {changed[:10]} already carry blind labels, given before the scores were shown; they are what "
+            "the agreement is measured on and are never replaced.",
+            "To correct a misread, send amendments: [{sample_id, role, label, reason}].",
         )
-    reasons, mismatch = _reasons(report, request, key)
+    new = sorted(sample_id for sample_id in request.labels if sample_id not in review.labels)
+    for sample_id in new:
+        review.labels[sample_id] = dict(request.labels[sample_id])
+    if new:
+        review.labelled_at = _now()
+    return new
+
+
+def _add_amendments(report: InspectionReport, review: Review, request: ReviewRequest) -> list[Amendment]:
+    """The request's amendments, each of a disagreement the reveal named."""
+    named = {(d.sample_id, d.role) for d in review.disagreements}
+    added = []
+    for change in request.amendments:
+        if (change.sample_id, change.role) not in named:
+            raise SkillError(
+                f"Sample {change.sample_id} ({change.role}) is not a disagreement of this read: only a label the "
+                "reveal showed to differ from a reward can be amended.",
+                "Amend the samples record_review named as disagreements; label unlabelled samples with labels.",
+            )
+        amendment = Amendment(
+            **change.model_dump(), reviewer=request.reviewer, reviewer_kind=request.reviewer_kind, at=_now()
+        )
+        review.amendments.append(amendment)
+        added.append(amendment)
+    return added
+
+
+def _accept_unread(report: InspectionReport, request: ReviewRequest) -> InspectionReport:
     report.review = Review(
         reviewer=request.reviewer,
         reviewer_kind=request.reviewer_kind,
-        labels={} if request.non_interactive or request.accept_unread else request.labels,
-        non_interactive=request.non_interactive,
-        accept_unread=request.accept_unread,
+        accept_unread=True,
         accept_unread_reason=request.accept_unread_reason.strip(),
         notes=request.notes,
-        recorded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        disagreements=sorted(i for i, agree in request.labels.items() if not agree),
+        recorded_at=_now(),
     )
-    if mismatch:
-        report.review_attempts += 1
-        for spec in report.rewards:
-            recent_failed_reads(spec.name, add=True)
-    report.verdict = "failed" if reasons else ("accepted_unread" if request.accept_unread else "passed")
+    reasons = _standing_reasons(report)
+    report.verdict, report.verdict_reasons = ("failed", reasons) if reasons else ("accepted_unread", [])
+    saved = save_report(report)
+    _index_verdict(saved)
+    return saved
+
+
+def _standing_reasons(report: InspectionReport) -> list[str]:
+    """What keeps any review from opening the gate: blocking flags and reward code changed since."""
+    reasons = [f"Fix the reward: {f.message} {f.fix}".strip() for f in report.flags if f.severity == "blocking"]
+    if reward_fingerprint(report.rewards)[0] != report.reward_fingerprint:
+        reasons.append(
+            "The reward code, a file it imports or a library version changed since this inspection. Inspect again "
+            "with samples_of set to this inspection: your labels carry over and are re-scored."
+        )
+    return reasons
+
+
+def _judged(report: InspectionReport) -> InspectionReport:
+    """Compare the labels with the rewards, decide the verdict, store the report."""
+    review = report.review
+    assert review is not None
+    review.disagreements, review.agreement = compare(report)
+    missing = any(
+        role not in review.labels.get(sample.id, {}) for sample in report.samples for role in report.read_roles
+    )
+    reasons = _standing_reasons(report) + read_reasons(report)
+    unresolved = any(not d.resolved for d in review.disagreements)
+    report.verdict = "passed" if not reasons else ("pending" if missing or unresolved else "failed")
     report.verdict_reasons = reasons
     saved = save_report(report)
-    _index_verdict(report)
+    _index_verdict(saved)
     return saved
+
+
+def carry_labels(report: InspectionReport) -> None:
+    """Give a new report the labels an earlier read gave its samples, and judge it when they cover it: a fixed
+    reward inspected on the same samples is re-scored against the same labels, with no re-read."""
+    carried = carried_labels(report.samples)
+    if not carried:
+        return
+    first = next(iter(carried.values()))
+    report.review = Review(
+        reviewer=first["reviewer"],
+        reviewer_kind=first["reviewer_kind"],
+        labels={sample_id: entry["labels"] for sample_id, entry in carried.items()},
+        carried={sample_id: entry["inspection"] for sample_id, entry in carried.items()},
+        amendments=[amendment for entry in carried.values() for amendment in entry["amendments"]],
+        labelled_at=_now(),
+    )
+    review = report.review
+    review.disagreements, review.agreement = compare(report)
+    report.verdict_reasons = _standing_reasons(report) + read_reasons(report)
+    report.verdict = "pending" if report.verdict_reasons else "passed"
 
 
 def _index_path() -> Path:
@@ -276,7 +286,7 @@ def open_gate(
         )
     for stored in stored_reports():
         if stored.verdict in OPENING and [s.name for s in stored.rewards] == [s.name for s in specs]:
-            old = load_key(stored.id).get("fingerprint_parts", {})
+            old = stored.fingerprint_parts
             changed = [name.split(":", 1)[1] for name, value in parts.items() if old.get(name) != value]
             weights = [s.weight for s in specs]
             inspected = [s.weight for s in stored.rewards]

@@ -1,11 +1,11 @@
 """inspect_rewards: the mandatory reward read before training.
 
-The rewards are run on 50-100 sampled outputs, in a fresh process (``inspection.scoring``: the code on
-disk, the code fingerprinted); statistics and role-aware hack probes do half the reading; a reader
-(human or agent) labels every sample as agreeing with the rewards' judgment or not, with a few
-attention checks shown in place (``inspection.attention``). Any disagreement means: fix the reward
-function first. The report is stored (``inspection.reports``) with the rewards' fingerprint, which the
-gate (``inspection.gate``) compares before every run.
+The rewards are run on the collected samples in a fresh process (``inspection.scoring``: the code on disk, the
+code fingerprinted); statistics and role-aware hack probes do half the reading. A balanced draw of 50-60 of
+them (``inspection.draw``) is put before a reader, who labels each blind (``inspection.agreement``: the rule);
+samples an earlier read labelled carry their labels (``inspection.labels``), so a fixed reward inspected on the
+same samples (``samples_of``) is judged at once. The report is stored (``inspection.reports``) with the
+rewards' fingerprint, which the gate (``inspection.gate``) compares before every run.
 
 Owns: ``inspect_rewards`` (collect, score, flags, checks). May import: the rest of ``inspection``,
 ``rewards``, ``routing``, ``sampling``, ``state``, ``errors``.
@@ -17,22 +17,16 @@ import time
 from collections.abc import Callable
 
 from skill.errors import SkillError
-from skill.inspection.attention import plant_checks, review_blocker
+from skill.inspection.agreement import read_roles
+from skill.inspection.draw import balanced_draw
 from skill.inspection.flags import hack_flags, reward_flags, reward_stats, set_flags
-from skill.inspection.reports import (
-    attention_secret,
-    record_last_shown,
-    save_key,
-    save_report,
-    shown_keys,
-    shown_statuses,
-)
+from skill.inspection.gate import carry_labels
+from skill.inspection.reports import load_report, save_report
 from skill.inspection.schema import (
     MAX_SAMPLES,
     Flag,
     InspectionReport,
     InspectionRequest,
-    ProbeResult,
     RewardStats,
     SampleResult,
     SuppliedSample,
@@ -49,12 +43,21 @@ from skill.sampling.progress import Progress
 from skill.sampling.schema import SamplingSettings
 from skill.state import new_id
 
+MAX_COLLECTED = 256  # samples scored (statistics and the draw's pool); the draw puts 50-60 of them before a reader
+
 
 def _collect(
     request: InspectionRequest, progress: Progress | None, should_stop: Callable[[], bool] | None
 ) -> tuple[list[SuppliedSample], str]:
     if request.samples is not None:
         return request.samples, "supplied"
+    if request.samples_of is not None:
+        earlier = load_report(request.samples_of)
+        samples = [
+            SuppliedSample(prompt=s.prompt, completion=s.completion, columns=s.columns, group=s.group)
+            for s in earlier.samples
+        ]
+        return samples, f"the samples of inspection {earlier.id} ({earlier.source})"
     if request.route_decision_id is not None:
         decision, saved = load_route(request.route_decision_id)
         if decision.measured_on is not None:
@@ -99,16 +102,6 @@ def _collect(
     return samples, f"sampled from {generate.model} by {used.engine} {used.version} on {used.device}{revision}"
 
 
-READ_FIX = "To train on these rewards without a read, record_review with accept_unread=true and a reason."
-
-
-def quiet(probe: ProbeResult) -> ProbeResult:
-    """A probe the rewards withstood, without what it was built from: its text and bars come from the sample the
-    reward scored best (really, not as shown), so they would point at attention checks. A hacked probe keeps
-    them: it blocks the report, and the user needs them to fix the reward."""
-    return probe.model_copy(update={"completion": "", "expected": "", "reference_score": None, "total_bar": None})
-
-
 def _stats_and_flags(
     specs: list[RewardSpec], results: list[SampleResult], timing: dict[str, float]
 ) -> tuple[dict[str, RewardStats], list[Flag]]:
@@ -138,39 +131,34 @@ def inspect_rewards(
             f"Send {MIN_SAMPLES}-{MAX_SAMPLES} samples (or generate more: raise num_prompts or n).",
         )
     tokenizer = request.tokenizer or (request.generate.model if request.generate is not None else None)
-    scored = score_fresh(request.rewards, samples[:MAX_SAMPLES], tokenizer)
+    scored = score_fresh(request.rewards, samples[:MAX_COLLECTED], tokenizer)
     results = scored.results
     if progress is not None:
         progress(1, 3, f"scored {len(results)} samples with {len(scored.timing)} rewards, in a fresh process")
     if progress is not None:
         progress(2, 3, f"ran {len(scored.probes)} hack probes")
-    report_id = new_id("insp")
-    with shown_statuses() as statuses:
-        shown, key = plant_checks(request.rewards, results, attention_secret(), statuses, shown_keys())
-        record_last_shown(key["sightings"], report_id)
-    # What the reader sees is computed from the scores as shown: statistics of the real scores beside the shown
-    # ones would say where the checks are. Blocking flags come from the real scores (while one stands, no read
-    # can pass, so it tells a reader nothing worth knowing); every other flag and figure from the shown ones.
-    _real_stats, real_flags = _stats_and_flags(request.rewards, results, scored.timing)
-    stats, shown_flags = _stats_and_flags(request.rewards, shown, scored.timing)
-    flags = [f for f in real_flags if f.severity == "blocking"] + [f for f in shown_flags if f.severity != "blocking"]
+    stats, flags = _stats_and_flags(request.rewards, results, scored.timing)
     flags += hack_flags(scored.probes) + scored.flags
-    blocker = review_blocker(key)
-    if blocker is not None:  # said before anyone reads: no read of this report can pass
-        flags.append(Flag(code="read_cannot_pass", severity="warning", message=blocker, fix=READ_FIX))
+    drawn, draw = balanced_draw(results, request.rewards)
+    renumber = {old: new for new, old in enumerate(drawn)}  # a flag's evidence, among the samples drawn
+    for flag in flags:
+        flag.evidence = [renumber[old] for old in flag.evidence if old in renumber]
     report = InspectionReport(
-        id=report_id,
+        id=new_id("insp"),
         created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         rewards=request.rewards,
         reward_fingerprint=scored.fingerprint,
+        fingerprint_parts=scored.fingerprint_parts,
         source=source,
-        samples=shown,
+        samples=[results[old].model_copy(update={"id": new}) for new, old in enumerate(drawn)],
         stats=stats,
         flags=flags,
-        probe_results=[probe if probe.hacked else quiet(probe) for probe in scored.probes],
+        probe_results=scored.probes,
+        draw=draw,
+        read_roles=read_roles(request.rewards),
         seconds=round(time.perf_counter() - started, 3),
     )
-    save_key(report.id, {**key, "fingerprint_parts": scored.fingerprint_parts})
+    carry_labels(report)
     save_report(report)
     if progress is not None:
         progress(3, 3, f"report {report.id} written")

@@ -56,17 +56,18 @@ class GenerateSamples(BaseModel):
 
 
 class InspectionRequest(BaseModel):
-    """Which rewards to inspect, and on which samples (exactly one source).
-
-    A few samples are shown with a deliberately wrong score (attention checks); which and how many is
-    decided by the server, never by the request.
-    """
+    """Which rewards to inspect, and on which samples (exactly one source)."""
 
     model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     rewards: list[RewardSpec] = Field(min_length=1)
     samples: list[SuppliedSample] | None = None
     route_decision_id: str | None = Field(default=None, description="Reuse a route_check probe's samples.")
+    samples_of: str | None = Field(
+        default=None,
+        description="Reuse an earlier inspection's samples: a fixed reward is re-scored on them and their labels "
+        "carry over, with no new sampling and no re-read.",
+    )
     generate: GenerateSamples | None = None
     tokenizer: str | None = Field(
         default=None,
@@ -76,9 +77,9 @@ class InspectionRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> InspectionRequest:
-        given = [self.samples is not None, self.route_decision_id is not None, self.generate is not None]
-        if sum(given) != 1:
-            raise ValueError("send exactly one of samples, route_decision_id or generate")
+        given = [self.samples, self.route_decision_id, self.samples_of, self.generate]
+        if sum(source is not None for source in given) != 1:
+            raise ValueError("send exactly one of samples, route_decision_id, samples_of or generate")
         return self
 
 
@@ -140,18 +141,67 @@ class ProbeResult(BaseModel):
     fix: str = Field(default="", description="What to change when hacked.")
 
 
+Label = Literal["pass", "fail", "unsure"]
+ReviewerKind = Literal["human", "agent", "program"]
+
+
+class Amendment(BaseModel):
+    """A blind label changed after the reveal, because the reader misread the sample: who, when and why."""
+
+    sample_id: int
+    role: str = Field(description="The reward role the label judges (correctness, format or judge).")
+    label: Label
+    reason: str
+    reviewer: str = ""
+    reviewer_kind: ReviewerKind = "human"
+    at: str = ""
+
+
+class Disagreement(BaseModel):
+    """A sample where a reward and the reader's blind label differ: named after the reveal, resolved by fixing the
+    reward (a new inspection re-scores the same labels) or by amending the label with a reason."""
+
+    sample_id: int
+    reward: str
+    role: str
+    reward_said: Literal["pass", "fail"]
+    score: float
+    reader_said: Literal["pass", "fail"]
+    extracted: str | None = Field(default=None, description="What the reward read from the completion, if it says.")
+    resolved: bool = Field(default=False, description="True once the label was amended to the reward's judgment.")
+
+
+class Agreement(BaseModel):
+    """How far a reward agrees with the reader's labels as first submitted (blind): Cohen's kappa."""
+
+    reward: str
+    role: str
+    kappa: float | None = Field(description="None when reader and reward are both constant over the samples.")
+    samples: int = Field(description="Samples with a decided (pass/fail) first label and a score.")
+    reader_passes: int
+    reward_passes: int
+
+
 class Review(BaseModel):
-    """A reader's verdicts: for each sample id, whether they agree with the rewards' judgment."""
+    """A blind read: labels first (no score shown), then the reveal, then each disagreement resolved."""
 
     reviewer: str
-    reviewer_kind: Literal["human", "agent"]
-    labels: dict[int, bool] = Field(description="sample id -> True when the reader agrees with the judgment.")
-    non_interactive: bool = Field(default=False, description="Accept-all without a per-sample read (never passes).")
+    reviewer_kind: ReviewerKind
+    labels: dict[int, dict[str, Label]] = Field(
+        default_factory=dict, description="sample id -> role -> the blind label, as first submitted (never changed)."
+    )
+    carried: dict[int, str] = Field(
+        default_factory=dict,
+        description="sample id -> the earlier inspection whose read labelled it (the reward's regression set).",
+    )
+    labelled_at: str = ""
+    amendments: list[Amendment] = Field(default_factory=list)
+    disagreements: list[Disagreement] = Field(default_factory=list)
+    agreement: list[Agreement] = Field(default_factory=list)
     accept_unread: bool = Field(default=False, description="Trains on the rewards unread, by explicit acknowledgement.")
     accept_unread_reason: str = ""
     notes: str = ""
     recorded_at: str = ""
-    disagreements: list[int] = Field(default_factory=list, description="The ids the reader labelled 'disagree'.")
 
 
 class InspectionReport(BaseModel):
@@ -161,6 +211,9 @@ class InspectionReport(BaseModel):
     created_at: str
     rewards: list[RewardSpec]
     reward_fingerprint: str
+    fingerprint_parts: dict[str, str] = Field(
+        default_factory=dict, description="Each fingerprinted part's hash: names the reward that changed since."
+    )
     source: str = Field(description="Where the samples came from.")
     samples: list[SampleResult]
     stats: dict[str, RewardStats]
@@ -173,23 +226,43 @@ class InspectionReport(BaseModel):
         "(stamped 'reward not reviewed' on the recipe, the run and the model); failed: see verdict_reasons.",
     )
     verdict_reasons: list[str] = Field(default_factory=list)
-    review_attempts: int = Field(default=0, description="Reviews of this report whose labels did not match a read.")
+    draw: str = Field(default="", description="How the samples to read were drawn from the ones collected.")
+    read_roles: list[str] = Field(
+        default_factory=list, description="The reward roles the reader labels (correctness, format, judge)."
+    )
     seconds: float = 0.0
     paths: dict[str, str] = Field(default_factory=dict, description="The stored report and its Markdown / HTML.")
 
 
+class AmendmentRequest(BaseModel):
+    """Change a blind label after the reveal (a misread), with the reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sample_id: int
+    role: str = Field(description="The role whose label changes: correctness, format or judge.")
+    label: Label
+    reason: str = Field(min_length=1, description="Why the first label was a misread.")
+
+
 class ReviewRequest(BaseModel):
-    """A reader's labels for an inspection report (the HTML page exports exactly this)."""
+    """A reader's blind labels, or amendments after the reveal, or an acknowledgement to train unread.
+
+    The reading page exports exactly this."""
 
     model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     report_id: str
-    reviewer: str = Field(description="Who read the samples: a person's name or an agent's.")
-    reviewer_kind: Literal["human", "agent"] = "human"
-    labels: dict[int, bool] = Field(
-        default_factory=dict, description="sample id -> agrees with the judgment; every shown sample."
+    reviewer: str = Field(description="Who read the samples: a person's name, an agent's, or a program's.")
+    reviewer_kind: ReviewerKind = "human"
+    labels: dict[int, dict[str, Label]] = Field(
+        default_factory=dict,
+        description="sample id -> {role: 'pass' | 'fail' | 'unsure'}, your own judgment with no score seen, for "
+        "every role the report reads (read_roles).",
     )
-    non_interactive: bool = Field(default=False, description="Accept all without reading: recorded, never passes.")
+    amendments: list[AmendmentRequest] = Field(
+        default_factory=list, description="After the reveal: labels you misread, each with its reason."
+    )
     accept_unread: bool = Field(
         default=False,
         description="Train on these rewards without a read: opens the gate as 'reward not reviewed', stamped on "
@@ -210,9 +283,11 @@ class GateDecision(BaseModel):
 
 
 class SamplePage(BaseModel):
-    """Some of an inspection's samples, in id order, as many as fit an agent's context at once."""
+    """Some of an inspection's samples, in id order, as many as fit an agent's context at once. Until a sample
+    carries blind labels it is shown blind: prompt, completion and reference columns, no score."""
 
     report_id: str
+    blind: bool = Field(description="True while the scores are hidden (the read has not labelled these yet).")
     samples: list[SampleResult]
     offset: int = Field(description="Position of the first sample shown among all of the report's samples.")
     samples_total: int
@@ -234,21 +309,25 @@ class InspectionDigest(BaseModel):
     flags: list[Flag]
     hacked_probes: list[ProbeResult] = Field(description="Only the probes that beat a reward; the rest passed.")
     probes_run: int
+    read_roles: list[str] = Field(description="The roles you label each sample for, blind: pass, fail or unsure.")
+    draw: str = Field(description="How the samples to read were drawn.")
     page: SamplePage = Field(description="The first samples to label; fetch the rest with inspection_samples.")
     report_uri: str = Field(description="The whole report as Markdown (resource).")
     paths: dict[str, str] = Field(default_factory=dict, description="The stored report and its Markdown / HTML.")
 
 
 class ReviewOutcome(BaseModel):
-    """What record_review decided: the verdict and why, without repeating the report."""
+    """What record_review decided: the verdict and why, the reveal, without repeating the report."""
 
     report_id: str
     verdict: Literal["pending", "passed", "failed", "accepted_unread"]
     verdict_reasons: list[str]
-    labelled: int = Field(description="Samples the review labelled.")
+    labelled: int = Field(description="Samples with a blind label for every read role.")
     samples_total: int
-    disagreements: list[int] = Field(default_factory=list, description="The ids labelled 'disagree'.")
-    review_attempts: int = Field(description="Reviews of this report whose labels did not match a read.")
+    disagreements: list[Disagreement] = Field(
+        default_factory=list, description="After the reveal: each sample where a reward and your label differ."
+    )
+    agreement: list[Agreement] = Field(default_factory=list, description="Each reward against your first labels.")
     stamp: str = Field(
         description="What a run on these rewards shows ('reviewed: ...' or 'reward not reviewed: ...'); empty "
         "when the gate stays shut."

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from skill.errors import SkillError
+from skill.intervals import cohen_kappa
 from skill.rewards.base import RewardFunction
 from skill.rewards.judge.backends import OpenAIJudge, TransformersJudge
 from skill.rewards.judge.verdict import MASTER_KEYS, TOP_LOGPROBS, JudgeBackend, Verdict
@@ -313,8 +314,7 @@ def calibrate_judge(
     fn = sum(not j and h for _, j, h in judged)
     n = len(judged)
     agreement = (tp + tn) / n
-    expected = ((tp + fp) * (tp + fn) + (tn + fn) * (tn + fp)) / (n * n)
-    kappa = None if expected >= 1 else (agreement - expected) / (1 - expected)
+    kappa = cohen_kappa([j for _, j, _ in judged], [h for _, _, h in judged])
     xs, ys = [s for _, s, _ in pairs], [h for _, _, h in pairs]
     mx, my = sum(xs) / n, sum(ys) / n
     sx = math.sqrt(sum((x - mx) ** 2 for x in xs))
