@@ -11,6 +11,7 @@ from skill.memory.estimate import estimate_memory
 from skill.memory.schema import MemoryRequest
 from skill.recipe.compatibility import refuse_incompatible
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.launch import launch_files
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.recipe.vllm_decisions import colocate_tensor_parallel, importance_sampling_fields, sleep_mode_decision
 from skill.rewards.spec import RewardSpec
@@ -75,6 +76,10 @@ def test_a_remote_server_url_is_kept_with_its_reason_and_refused_without_a_serve
     recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "lora", 8, overrides={"vllm_server_base_url": url})
     assert recipe.trl["vllm_server_base_url"] == url
     assert "rank-0 client" in {reason.field: reason.reason for reason in recipe.reasons}["vllm_server_base_url"]
+    # The server runs elsewhere: the plan starts none and every GPU of the node trains.
+    assert recipe.launch.vllm_server_gpus == 0 and recipe.launch.training_processes == 8
+    assert not any(name.startswith("vllm") for name in recipe.launch.commands)
+    assert "vllm-serve" not in next(text for name, text in launch_files(recipe).files.items() if name.endswith(".sh"))
     with pytest.raises(SkillError, match="only in server mode"):
         gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "lora", overrides={"vllm_server_base_url": url})
 

@@ -251,7 +251,9 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     request = request.model_copy(update={"dataset": dataset})
     build, peft, variant = _decide_kwargs(request, parameters_b, route[0].completion_lengths if route else None)
     refuse_quantized_vllm(build.trl, request.method)  # before the layout: it would keep GPUs for a server
+    # A server of the plan's own takes GPUs; one the recipe names by URL runs elsewhere, so every GPU trains.
     vllm_server = bool(build.trl.get("use_vllm")) and build.trl.get("vllm_mode") == "server"
+    vllm_server = vllm_server and not build.trl.get("vllm_server_base_url")
     launch = layout_processes(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30, vllm_server=vllm_server)
     build.reasons[prompt_reason.field] = prompt_reason
     check_field_values(build.trl)  # a type, NaN or range error named before any arithmetic on it

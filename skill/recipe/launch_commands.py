@@ -38,9 +38,11 @@ def uses_vllm_server(recipe: GRPORecipe) -> bool:
 
 def starts_vllm_server(recipe: GRPORecipe) -> bool:
     """True when the launch plan starts that server: on GPUs of its own, or on a CPU target beside the trainers
-    (there, TRL's weight sync into it stops the trainer: ``runs.checks.check_target``)."""
+    (there, TRL's weight sync into it stops the trainer: ``runs.checks.check_target``). A server the recipe names
+    by ``vllm_server_base_url`` runs elsewhere: the plan starts none and gives it no GPU."""
     on_cpu = recipe.hardware.accelerator == "cpu"
-    return uses_vllm_server(recipe) and (on_cpu or recipe.launch.vllm_server_gpus > 0)
+    remote = bool(recipe.trl.get("vllm_server_base_url"))
+    return uses_vllm_server(recipe) and not remote and (on_cpu or recipe.launch.vllm_server_gpus > 0)
 
 
 def server_devices(recipe: GRPORecipe) -> str:

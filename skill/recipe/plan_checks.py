@@ -72,7 +72,8 @@ def refuse_quantized_vllm(trl: dict[str, Any], method: str) -> None:
 
 def refuse_unlaunchable(recipe: GRPORecipe, sharding: Sharding | None) -> None:
     """Refuse what no launch plan can run: a server without GPUs, a sharded NF4 base, QLoRA through vLLM."""
-    if uses_vllm_server(recipe) and not starts_vllm_server(recipe):
+    remote = bool(recipe.trl.get("vllm_server_base_url"))
+    if uses_vllm_server(recipe) and not remote and not starts_vllm_server(recipe):
         raise SkillError(
             "The recipe generates with a vLLM server but its launch plan gives the server no GPU.",
             "Re-emit the recipe (several GPUs get a server), or set vllm_mode='colocate'.",

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from skill.recipe.launch import launch_files
-from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, uses_vllm_server
+from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, starts_vllm_server
 from skill.recipe.node_script import SERVER_DIED_EXIT, VLLM_LOG
 from skill.recipe.plan_checks import with_reentrant_checkpointing
 from skill.recipe.schema import GRPORecipe
@@ -180,7 +180,7 @@ class AccelerateEngine(ProcessEngine):
 
     def ports(self, recipe: GRPORecipe) -> dict[str, int]:
         ports = {"main_process": free_port()}
-        if uses_vllm_server(recipe):
+        if starts_vllm_server(recipe):
             ports["vllm"] = free_port()
         return ports
 
