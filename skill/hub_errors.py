@@ -79,14 +79,6 @@ def _cause_chain(exc: BaseException) -> list[BaseException]:
 
 def _unreachable(chain: list[BaseException]) -> bool:
     """A connection that failed or timed out, whichever HTTP library raised it."""
-    names = {type(item).__name__ for item in chain}
-    if names & {
-        "ConnectError",
-        "ConnectTimeout",
-        "ConnectionError",
-        "ReadTimeout",
-        "Timeout",
-        "LocalEntryNotFoundError",
-    }:
+    if {type(item).__name__ for item in chain} & UNREACHABLE_ERRORS:
         return True
     return any(isinstance(item, ConnectionError | TimeoutError) for item in chain)

@@ -23,7 +23,7 @@ from skill.errors import SkillError
 from skill.models.hub import LocalModel
 from skill.sampling.progress import DecodingReport, Progress, ShouldStop, stop_if_asked
 from skill.sampling.prompts import end_token_ids, load_tokenizer, prompt_ids
-from skill.sampling.schema import Prompt, Sampled, SampledGroup, SampledWith, SamplingEngine, SamplingSettings
+from skill.sampling.schema import Prompt, Sampled, SampledGroup, SamplingEngine, SamplingSettings, engine_record
 
 REQUESTS_AT_ONCE = 8
 TIMEOUT_S = 600  # one request: n completions of one prompt on a busy server
@@ -109,16 +109,7 @@ def sample_endpoint(
             report.start_batch(len(indices) * settings.n)
             groups.extend(pool.map(one, indices))
             report.end_batch()
-    used = SampledWith(
-        engine="endpoint",
-        version=server_version(engine),
-        device=engine.base_url or "",
-        model=copy.name,
-        model_revision=copy.revision,
-        seed=None,
-        temperature=settings.temperature,
-        max_new_tokens=settings.max_new_tokens,
-    )
+    used = engine_record("endpoint", server_version(engine), engine.base_url or "", None, copy, settings, seeded=False)
     return Sampled(groups=groups, sampled_with=used)
 
 

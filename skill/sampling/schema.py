@@ -72,6 +72,24 @@ class SampledWith(BaseModel):
     max_new_tokens: int
 
 
+def engine_record(
+    engine: str, version: str, device: str, dtype: str | None, model: Any, settings: SamplingSettings, seeded: bool
+) -> SampledWith:
+    """What an engine records of a call: itself, the model's name and revision (a ``models.hub.LocalModel``), and
+    the settings it sampled with (the seed only where the engine took it)."""
+    return SampledWith(
+        engine=engine,  # type: ignore[arg-type]  # one of the three engines
+        version=version,
+        device=device,
+        dtype=dtype,
+        model=model.name,
+        model_revision=model.revision,
+        seed=settings.seed if seeded else None,
+        temperature=settings.temperature,
+        max_new_tokens=settings.max_new_tokens,
+    )
+
+
 class Sampled(BaseModel):
     groups: list[SampledGroup]
     sampled_with: SampledWith

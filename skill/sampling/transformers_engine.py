@@ -13,7 +13,7 @@ from skill.errors import SkillError
 from skill.models.hub import LocalModel
 from skill.sampling.progress import DecodingReport, Progress, ShouldStop, stop_if_asked
 from skill.sampling.prompts import load_tokenizer, render_prompt
-from skill.sampling.schema import Prompt, Sampled, SampledGroup, SampledWith, SamplingSettings
+from skill.sampling.schema import Prompt, Sampled, SampledGroup, SamplingSettings, engine_record
 
 
 @functools.lru_cache(maxsize=2)
@@ -78,16 +78,14 @@ def sample_transformers(
                 )
             )
         report.end_batch()
-    used = SampledWith(
-        engine="transformers",
-        version=transformers.__version__,
-        device=policy.device.type,
-        dtype=str(policy.dtype).removeprefix("torch."),
-        model=copy.name,
-        model_revision=copy.revision,
-        seed=settings.seed,
-        temperature=settings.temperature,
-        max_new_tokens=settings.max_new_tokens,
+    used = engine_record(
+        "transformers",
+        transformers.__version__,
+        policy.device.type,
+        str(policy.dtype).removeprefix("torch."),
+        copy,
+        settings,
+        seeded=True,
     )
     return Sampled(groups=groups, sampled_with=used)
 

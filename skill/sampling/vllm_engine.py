@@ -17,7 +17,7 @@ from typing import Any
 from skill.models.hub import LocalModel
 from skill.sampling.progress import DecodingReport, Progress, ShouldStop, stop_if_asked
 from skill.sampling.prompts import end_token_ids, load_tokenizer, prompt_ids
-from skill.sampling.schema import Prompt, Sampled, SampledGroup, SampledWith, SamplingSettings
+from skill.sampling.schema import Prompt, Sampled, SampledGroup, SamplingSettings, engine_record
 
 GPU_MEMORY_SHARE = 0.85  # room beside vLLM for the caller's own tensors on the same GPU
 CPU_MEMORY_SHARE = 0.15
@@ -80,17 +80,14 @@ def sample_vllm(
                 )
             )
         report.end_batch()
-    config = llm.llm_engine.model_config
-    used = SampledWith(
-        engine="vllm",
-        version=vllm.__version__,
-        device="cuda" if _on_gpu() else "cpu",
-        dtype=str(config.dtype).removeprefix("torch."),
-        model=copy.name,
-        model_revision=copy.revision,
-        seed=settings.seed,
-        temperature=settings.temperature,
-        max_new_tokens=settings.max_new_tokens,
+    used = engine_record(
+        "vllm",
+        vllm.__version__,
+        "cuda" if _on_gpu() else "cpu",
+        str(llm.llm_engine.model_config.dtype).removeprefix("torch."),
+        copy,
+        settings,
+        seeded=True,
     )
     return Sampled(groups=groups, sampled_with=used)
 
