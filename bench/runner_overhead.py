@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
+import re
 import statistics
-import string
 import subprocess
 import sys
 import tempfile
@@ -63,9 +62,18 @@ def _per_step(times: list[float]) -> float:
     return (times[-1] - times[0]) / (len(times) - 1)
 
 
+def blind_labels(completion: str, answer: str) -> dict[str, str]:
+    """The bench's own read of one addition sample, before any score: correct when the completion's last number is
+    the sum (compared as numbers), well-formed when the completion is just a number. Nothing from skill.rewards."""
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", completion.replace(",", ""))
+    right = bool(numbers) and float(numbers[-1]) == float(answer)
+    bare = re.fullmatch(r"\s*-?\d+\s*", completion) is not None
+    return {"correctness": "pass" if right else "fail", "format": "pass" if bare else "fail"}
+
+
 def passed_inspection(specs) -> None:
-    """Inspect ``specs`` on 60 addition samples and record a review that passes the gate (bench setup only). The
-    replies without an answer are worded anew each time: a read passes only on answers no inspection showed."""
+    """Inspect ``specs`` on 60 addition samples and record the bench's blind read, which must pass the gate (bench
+    setup only; the review is stamped reviewer kind ``program``)."""
     from skill.data import addition_rows
     from skill.inspection.gate import record_review
     from skill.inspection.run import inspect_rewards
@@ -74,16 +82,22 @@ def passed_inspection(specs) -> None:
     samples = [
         SuppliedSample(
             prompt=r["prompt"],
-            completion=r["answer"] if i % 3 else "no idea, " + "".join(random.choices(string.ascii_lowercase, k=12)),
+            completion=[r["answer"], str(int(r["answer"]) + 1), "no idea"][i % 3],
             columns={"answer": r["answer"]},
             group=i // 6,
         )
         for i, r in enumerate(addition_rows(60))
     ]
     report = inspect_rewards(InspectionRequest(rewards=specs, samples=samples))
-    planted = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["planted"]
-    labels = {s.id: s.id not in planted for s in report.samples}
-    review = record_review(ReviewRequest(report_id=report.id, reviewer="bench", labels=labels))
+    labels = {
+        s.id: {
+            role: label
+            for role, label in blind_labels(s.completion, s.columns["answer"]).items()
+            if role in report.read_roles
+        }
+        for s in report.samples
+    }
+    review = record_review(ReviewRequest(report_id=report.id, reviewer="bench", reviewer_kind="program", labels=labels))
     if review.verdict != "passed":
         raise RuntimeError(f"bench setup: the review did not pass: {review.verdict_reasons}")
 

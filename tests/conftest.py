@@ -43,8 +43,6 @@ def isolated_state_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ.setdefault("GRPO_RLVR_REWARD_MODULES", "rewards_for_tests,flawed_rewards")
     # Test workers start runs side by side; the cap itself is tested with an explicit limit.
     os.environ.setdefault("GRPO_RLVR_MAX_RUNS", "16")
-    # Tests fail reviews on purpose, all on the same few rewards; the daily cap itself is tested with its own limit.
-    os.environ.setdefault("GRPO_RLVR_MAX_FAILED_READS", "100000")
     return root
 
 

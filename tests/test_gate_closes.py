@@ -1,5 +1,7 @@
-"""Issue 14: seven ways the gate opened without a read, each refused with the message a user sees; then an
-agent that never reads the samples tries the public calls to open it, and fails.
+"""Issue 14: the ways the gate opened on rewards other than the ones read, each refused with the message a user
+sees (a resumed run, an edited helper module, a module the server imported before the edit, weights overridden
+after the read, a module off the allowlist), and the one door left without a read, stamped everywhere. Readers
+who do not read are tests/test_blind_read.py's.
 
 Reward modules are written to a temporary directory (allowlisted through GRPO_RLVR_REWARD_PATHS, on the
 Python path of this process, of the scoring process and of the training process) and edited in place,
@@ -10,16 +12,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import random
-import re
-import string
 import sys
 from pathlib import Path
 
 import pytest
-from new_answers import no_answer_reply, real_scores
-from pydantic import ValidationError
-from test_inspection import SOUND, honest_labels, tagged_samples
+from blind_reader import addition_samples, read_blind
+from test_inspection import tagged_samples
 from test_mcp_surface import assert_project_error, call
 from test_runs import pass_inspection, recipe
 from test_runs import wait as wait_for
@@ -135,9 +133,10 @@ def test_3_inspection_scores_the_code_on_disk_not_a_module_the_server_imported(r
     write(reward_dir / "stale_reward.py", SAYS_THE_ANSWER.format(imports="", body="1.0"))
     assert stale.score(["p"], ["no"], answer=["3"]) == [0.0]  # the imported module is still the old one
     edited = inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples()))
-    assert set(real_scores(edited, "score")) == {1.0} and edited.reward_fingerprint == reward_fingerprint(rewards)[0]
-    review = record_review(ReviewRequest(report_id=edited.id, reviewer="ana", labels=honest_labels(edited)))
-    assert review.verdict == "failed"
+    assert {s.scores["score"] for s in edited.samples} == {1.0}
+    assert edited.reward_fingerprint == reward_fingerprint(rewards)[0]
+    review = record_review(ReviewRequest(report_id=edited.id, reviewer="ana", labels=read_blind(edited)))
+    assert review.verdict != "passed"
     assert any(r.startswith("Fix the reward: score gives the same value (1.0)") for r in review.verdict_reasons)
     sys.modules.pop("stale_reward", None)
 
@@ -159,87 +158,33 @@ def test_4_reward_weights_overridden_after_inspection_close_the_gate(tiny_model_
     assert "The weights TRL will use, [1.0, 0.0], are not the inspected [0.21, 1.0]." in str(refused.value)
 
 
-# ---- 5. attention checks -------------------------------------------------------------------------
-
-
-def reworded(samples):
-    return [
-        s.model_copy(update={"prompt": [{"role": "user", "content": s.prompt[0]["content"] + " "}]}) for s in samples
-    ]
-
-
-def rescored_labels(report, other):
-    """Disagree where the same sample shows a different score in another report (the order is kept)."""
-    return {s.id: s.scores == other.samples[s.id].scores for s in report.samples}
-
-
-def test_5_attention_checks_cannot_be_derived_from_the_request_the_report_or_the_api():
-    with pytest.raises(ValidationError, match="planted"):
-        InspectionRequest(rewards=SOUND, samples=tagged_samples(), planted=0)
-    assert_project_error(
-        call(
-            "inspect_rewards",
-            {"request": {"rewards": [{"name": "format", "role": "format"}], "samples": [], "planted": 0}},
-        ),
-        "inspect_rewards",
-    )
-    samples = tagged_samples()
-    report = inspect_rewards(InspectionRequest(rewards=SOUND, samples=samples))
-    shown = [(json.dumps(s.prompt), s.completion) for s in report.samples]
-    assert shown == [(json.dumps(s.prompt), s.completion) for s in samples]  # no duplicate, no added item
-    # Re-scoring through the API (again, a subset, a superset, reworded prompts) shows the same checks.
-    for variant in (samples, samples[:55], samples + tagged_samples(120, seed=5)[:40], reworded(samples)):
-        other = inspect_rewards(InspectionRequest(rewards=SOUND, samples=variant))
-        same = [s for s in report.samples if s.id < len(other.samples)]
-        assert all(s.scores == other.samples[s.id].scores for s in same)
-    # Answers are read once: the report whose samples were inspected again takes no read (not counted).
-    stale = record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=honest_labels(report)))
-    assert stale.verdict == "failed" and stale.review_attempts == 0
-    assert "shown again in a later inspection" in " ".join(stale.verdict_reasons)
-    # A failed review reveals nothing: its reasons name only the reader's own disagreements.
-    report = inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))
-    everything_wrong = {s.id: False for s in report.samples}
-    failed = record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=everything_wrong))
-    assert failed.verdict == "failed" and failed.review_attempts == 1
-    reasons = " ".join(failed.verdict_reasons)
-    assert f"You disagreed with samples {sorted(everything_wrong)}" in reasons and "is not said" in reasons
-    # What the first call could have shown does not pass a second one.
-    guess = {s.id: True for s in report.samples}
-    second = record_review(ReviewRequest(report_id=report.id, reviewer="bot", labels=guess))
-    assert second.verdict == "failed" and second.review_attempts == 2
-    assert "Reviews that did not match a read: 2" in Path(second.paths["markdown"]).read_text()
-
-
 # ---- 6. accept-all ---------------------------------------------------------------------------------
 
 
-def number_samples():
-    """Bare-number answers to the addition task, right two times in three (the rewards of test_runs fit them)."""
-    return [
-        SuppliedSample(
-            prompt=row["prompt"],
-            completion=row["answer"] if i % 3 else "no idea",
-            columns={"answer": row["answer"]},
-            group=i // 6,
-        )
-        for i, row in enumerate(addition_rows(60))
-    ]
+def number_samples(seed):
+    """Bare-number answers to the addition task, right, wrong or missing (the rewards of test_runs fit them); each
+    test its own seed, so labels recorded on them are carried into no other test's inspection."""
+    return [SuppliedSample(**sample) for sample in addition_samples(seed=seed)]
 
 
-def test_6_accept_all_never_passes_and_unread_training_is_stamped(tiny_model_dir, dataset):
+def test_6_accept_all_never_passes_and_unread_training_is_stamped(tiny_model_dir, dataset, tmp_path):
     from test_cli import grpo_rlvr
     from test_runs import REWARDS
 
     rewards = [REWARDS[0].model_copy(update={"weight": 0.22}), REWARDS[1]]
-    report = inspect_rewards(InspectionRequest(rewards=rewards, samples=number_samples()))
-    cli = grpo_rlvr("review", report.id, "--reviewer", "bot", "--agent", "--yes")
-    assert cli.returncode == 0 and f"{report.id}: verdict failed" in cli.stdout
-    assert "An accept-all review (non_interactive / --yes) never opens the gate" in cli.stdout
+    report = inspect_rewards(InspectionRequest(rewards=rewards, samples=number_samples(seed=61)))
+    accept_all = tmp_path / "labels.json"
+    accept_all.write_text(
+        json.dumps({"labels": {s.id: {"format": "pass", "correctness": "pass"} for s in report.samples}})
+    )
+    cli = grpo_rlvr("review", report.id, "--reviewer", "bot", "--kind", "agent", "--labels", str(accept_all))
+    assert cli.returncode == 0 and f"{report.id}: verdict pending" in cli.stdout, cli.stdout + cli.stderr
+    assert "agreement cannot be told from chance without both outcomes on both sides" in cli.stdout
     with pytest.raises(GateClosed):
         open_gate(rewards)
     with pytest.raises(SkillError, match="accept_unread needs a reason"):
         record_review(ReviewRequest(report_id=report.id, reviewer="bot", accept_unread=True))
-    cli = grpo_rlvr("review", report.id, "--reviewer", "bot", "--agent", "--accept-unread", "a smoke test")
+    cli = grpo_rlvr("review", report.id, "--reviewer", "bot", "--kind", "agent", "--accept-unread", "a smoke test")
     assert cli.returncode == 0 and "verdict accepted_unread" in cli.stdout, cli.stdout + cli.stderr
     gate = open_gate(rewards)
     assert not gate.reviewed and gate.stamp.startswith(f"{NOT_REVIEWED}: accepted unread by agent bot (a smoke test)")
@@ -261,7 +206,7 @@ def test_6_an_unread_run_stamps_its_metrics_header_and_model_card(tiny_model_dir
     from test_runs import REWARDS
 
     rewards = [REWARDS[0].model_copy(update={"weight": 0.23}), REWARDS[1]]
-    report = inspect_rewards(InspectionRequest(rewards=rewards, samples=number_samples()))
+    report = inspect_rewards(InspectionRequest(rewards=rewards, samples=number_samples(seed=62)))
     unread = ReviewRequest(report_id=report.id, reviewer="ci", accept_unread=True, accept_unread_reason="test")
     assert record_review(unread).verdict == "accepted_unread"
     run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, rewards, steps=2), run_id="bypass-unread-card"))
@@ -319,149 +264,3 @@ def test_7_the_allowlist_is_checked_before_anything_is_imported(reward_dir, tiny
     monkeypatch.setenv("GRPO_RLVR_REWARD_MODULES", "rewards_for_tests,flawed_rewards,nowhere_rewards")
     with pytest.raises(SkillError, match=r"'nowhere_rewards' is on the allowlist \(\w+\) but cannot be found"):
         open_gate([REWARDS[0], REWARDS[1].model_copy(update={"name": "nowhere_rewards:score"})])
-
-
-# ---- the adversary --------------------------------------------------------------------------------
-
-
-class Agent:
-    """An agent that never reads a sample: it only calls the public functions (the ones the MCP tools and the
-    command line adapt) and looks at ids, scores, verdicts and other reports; every call is counted."""
-
-    def __init__(self, limit: int) -> None:
-        self.calls, self.limit, self.reports = 0, limit, []
-
-    def __call__(self, function, *args, **kwargs):
-        assert self.calls < self.limit, "the agent's budget of calls is spent"
-        self.calls += 1
-        try:
-            result = function(*args, **kwargs)
-        except (SkillError, ValidationError) as exc:
-            return exc
-        if hasattr(result, "verdict"):
-            self.reports.append(result)
-        return result
-
-
-def _twins(report, key):
-    """Samples whose score differs from the majority of their twins (same key), to disagree with."""
-    groups = {}
-    for sample in report.samples:
-        groups.setdefault(key(sample), []).append(sample)
-    odd = set()
-    for group in groups.values():
-        values = [s.scores["exact_match"] for s in group]
-        odd |= {s.id for s in group if values.count(s.scores["exact_match"]) * 2 < len(values)}
-    return odd
-
-
-def test_an_agent_that_never_reads_cannot_open_the_gate(tiny_model_dir, dataset):
-    def reward_set(index):  # reward sets no other test passes; one per strategy, so each has its own tries
-        return [SOUND[0].model_copy(update={"weight": round(0.17 + index / 1000, 3)}), SOUND[1]]
-
-    rewards = reward_set(0)
-    current = {"rewards": rewards}
-    agent = Agent(limit=100)
-    sent = {}  # report id -> the samples it was made from (what the agent sent)
-
-    def fresh(samples=None):
-        samples = samples or tagged_samples()  # new answers each time: a report a read could pass
-        report = agent(inspect_rewards, InspectionRequest(rewards=current["rewards"], samples=samples))
-        sent[getattr(report, "id", None)] = samples
-        return report
-
-    def review(report, labels=None, **extra):
-        request = {"report_id": report.id, "reviewer": "agent", "reviewer_kind": "agent", "labels": labels or {}}
-        return agent(lambda: record_review(ReviewRequest(**request, **extra)))
-
-    def rescored(variant):  # re-inspect (a variant of) the samples the report was made from, then compare
-        def labels(report):
-            request = InspectionRequest(rewards=current["rewards"], samples=variant(sent[report.id]))
-            other = agent(inspect_rewards, request)
-            return {s.id: s.id >= len(other.samples) or s.scores == other.samples[s.id].scores for s in report.samples}
-
-        return labels
-
-    def from_failure(report):  # fail once on purpose, then take the complement of what the failure says
-        first = review(report, {s.id: False for s in report.samples})
-        listed = {int(n) for n in re.findall(r"\b\d+\b", " ".join(getattr(first, "verdict_reasons", [])))}
-        return {s.id: s.id not in listed for s in report.samples}
-
-    def decided_among_nonsense():  # three new answers the gold decides (wrong numbers), the rest no answer at all
-        base = tagged_samples(6)
-        wrong = [f"<answer>{random.randint(10**6, 10**7)}</answer>" for _ in range(3)]
-        decided = [s.model_copy(update={"completion": text}) for s, text in zip(base, wrong, strict=False)]
-        return fresh(decided + [base[3].model_copy(update={"completion": no_answer_reply()}) for _ in range(57)])
-
-    def evidence(report):  # whatever the report points at: flag evidence, probe results
-        pointed = {i for f in report.flags for i in f.evidence}
-        return {s.id: s.id not in pointed for s in report.samples}
-
-    strategies = {
-        "agree with all": lambda r: {s.id: True for s in r.samples},
-        "disagree with all": lambda r: {s.id: False for s in r.samples},
-        "label only 50": lambda r: {s.id: True for s in r.samples[:50]},
-        "re-score the same samples": rescored(lambda sent: sent),
-        "re-score a subset": rescored(lambda sent: sent[:55]),
-        "re-score a superset": rescored(lambda sent: sent + tagged_samples(120, seed=9)[:40]),
-        "re-score reworded prompts": rescored(reworded),
-        "twins by text": lambda r: {
-            s.id: s.id not in _twins(r, lambda x: (json.dumps(x.prompt), x.completion)) for s in r.samples
-        },
-        "twins by answer": lambda r: {
-            s.id: s.id not in _twins(r, lambda x: (x.columns["answer"], x.extracted["exact_match"])) for s in r.samples
-        },
-        "complement of a failure": from_failure,
-        "what the report points at": evidence,
-        "disagree with the shown extremes": lambda r: {s.id: s.total not in (0.0, 1.2) for s in r.samples},
-    }
-    verdicts = {}
-
-    def verdict(outcome):
-        return "refused" if isinstance(outcome, SkillError) else outcome.verdict
-
-    for index, (name, strategy) in enumerate(strategies.items(), start=1):
-        current["rewards"] = reward_set(index)
-        report = fresh()
-        verdicts[name] = verdict(review(report, strategy(report)))
-    current["rewards"] = reward_set(len(strategies) + 1)
-    built = decided_among_nonsense()
-    verdicts["disagree with the three decided answers"] = verdict(
-        review(built, {s.id: s.id >= 3 for s in built.samples})
-    )
-    # One answer sent sixty times, worded sixty ways: every copy is a check or none is, so "disagree with all"
-    # would pass whenever it is one; a report without ten new answers takes no read.
-    one = tagged_samples(6, seed=3)[0]
-    gold = one.columns["answer"]
-    worded = [f"<think>Way {w}.</think><answer>{gold}</answer>" for w in string.ascii_letters[:60]]
-    current["rewards"] = reward_set(len(strategies) + 2)
-    copies = fresh([one.model_copy(update={"completion": text}) for text in worded])
-    verdicts["copies of one answer"] = verdict(review(copies, {s.id: False for s in copies.samples}))
-    current["rewards"] = rewards
-    report = fresh()
-    verdicts["accept-all"] = verdict(review(report, non_interactive=True))
-    for _ in range(6):  # retry one report until it takes no more reviews
-        outcome = review(report, {s.id: s.id % 2 == 0 for s in report.samples})
-    verdicts["retries"] = "refused" if isinstance(outcome, SkillError) else outcome.verdict
-    agent(lambda: InspectionRequest(rewards=rewards, samples=tagged_samples(), planted=0))
-    agent(run_grpo, RunRequest(recipe=recipe(tiny_model_dir, dataset, rewards), force=True, force_reason="looks fine"))
-
-    print(f"\nthe non-reading agent made {agent.calls} public calls: {verdicts}")
-    assert set(verdicts.values()) <= {"failed", "refused"}, verdicts
-    assert not [r.id for r in agent.reports if r.verdict in ("passed", "accepted_unread")]
-    for index in range(len(strategies) + 3):
-        with pytest.raises(GateClosed):
-            open_gate(reward_set(index))
-    assert recipe(tiny_model_dir, dataset, rewards).provenance.inspection_id is None
-    # The only door left is the named one, and it says what it is everywhere.
-    unread = record_review(
-        ReviewRequest(
-            report_id=report.id,
-            reviewer="agent",
-            reviewer_kind="agent",
-            accept_unread=True,
-            accept_unread_reason="never read",
-        )
-    )
-    assert unread.verdict == "accepted_unread" and not open_gate(rewards).reviewed
-    assert recipe(tiny_model_dir, dataset, rewards).provenance.reward_review.startswith(NOT_REVIEWED)

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from new_answers import addition_samples, pass_review
+from blind_reader import addition_samples, pass_review
 
 from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec

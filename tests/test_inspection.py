@@ -1,5 +1,5 @@
-"""inspect_rewards and the gate: sound rewards pass, flawed rewards are caught by name, false blocks are gone,
-probes cover every role, and a read (not agreement) decides the review."""
+"""inspect_rewards and the gate: sound rewards pass the automatic checks, flawed rewards are caught by name, false
+blocks are gone, probes cover every role, and a blind read opens the gate (its rule: tests/test_blind_read.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from blind_reader import pass_review, read_blind
 
 from skill.data import ADDITION_QUESTION
 from skill.errors import SkillError
-from skill.inspection.attention import committed_answer, decided
-from skill.inspection.gate import record_review, require_passed_inspection
-from skill.inspection.reports import load_report
+from skill.inspection.gate import open_gate, record_review, require_passed_inspection
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
 from skill.rewards.fingerprint import reward_fingerprint
@@ -30,9 +28,8 @@ SOUND = [
 def tagged_samples(count=60, seed=None):
     """Realistic outputs for the addition task in think/answer format: right, wrong, malformed, multi-line.
 
-    Questions and wrong answers are drawn from a wide range, so a call without a seed holds answers no other
-    inspection in the session showed (a read opens the gate only on a report with enough of them, and only while
-    no later inspection showed them again)."""
+    A call without a seed draws questions from a wide range, so its samples are ones no other test of the session
+    labelled: a read's labels are carried into any later inspection of the same samples (the regression set)."""
     rng = random.Random(seed)
     samples = []
     for group in range(count // 6):
@@ -60,29 +57,9 @@ def inspect(rewards, samples=None, **extra):
     return inspect_rewards(InspectionRequest(rewards=rewards, samples=samples or tagged_samples(), **extra))
 
 
-def planted(report):
-    return json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())["planted"]
-
-
 def honest_labels(report):
-    """The labels of a reader who found every attention check (from the key: a stand-in for a careful read)."""
-    return {sample.id: sample.id not in planted(report) for sample in report.samples}
-
-
-def read_labels(report):
-    """A real read of the addition samples under SOUND, independent of the rewards and of the gold column: the
-    sum from the prompt, the think/answer structure by eye, then agree when both shown scores say the same."""
-    labels = {}
-    for sample in report.samples:
-        a, b = re.findall(r"\d+", sample.prompt[0]["content"])[:2]
-        text = sample.completion
-        body = text.split("</think>\n", 1)
-        well_formed = text.startswith("<think>") and len(body) == 2 and "<think>" not in body[1]
-        well_formed = well_formed and re.fullmatch(r"<answer>[^<]*\S[^<]*</answer>", body[1].strip()) is not None
-        answers = re.findall(r"<answer>(.*?)</answer>", text)
-        right = len(set(answers)) == 1 and answers[0].strip() == str(int(a) + int(b))
-        labels[sample.id] = sample.scores == {"format": float(well_formed), "exact_match": float(right)}
-    return labels
+    """A blind read of the think/answer samples by the test reader's own check (tests/blind_reader.py)."""
+    return read_blind(report, form="think_answer")
 
 
 def test_sound_composite_passes_the_automatic_checks():
@@ -90,9 +67,11 @@ def test_sound_composite_passes_the_automatic_checks():
     report = inspect(SOUND, samples)
     assert [flag.code for flag in report.flags if flag.severity == "blocking"] == []
     assert report.probe_results and not any(probe.hacked for probe in report.probe_results)
-    # The checks are shown in place: the samples shown are exactly the samples sent, no copy and no extra item.
-    assert report.verdict == "pending" and [s.completion for s in report.samples] == [s.completion for s in samples]
-    assert len(planted(report)) >= 3
+    # The 60 samples sent are the 60 to read, in an order that says nothing of their scores; the draw says so.
+    assert report.verdict == "pending" and sorted(s.completion for s in report.samples) == sorted(
+        s.completion for s in samples
+    )
+    assert report.draw.startswith("60 of 60 samples collected, balanced on exact_match's outcome")
     assert report.stats["exact_match"].mean is not None and report.samples[0].extracted
     assert Path(report.paths["html"]).is_file() and Path(report.paths["markdown"]).is_file()
 
@@ -248,88 +227,32 @@ def test_answer_in_reasoning_blocks_a_reward_reading_the_hidden_answer_not_one_r
     assert "hack_answer_in_reasoning" in {f.code for f in loose.flags if f.severity == "blocking"}
 
 
-def test_attention_checks_are_wrong_whatever_the_real_reward_says():
-    # Answers in tags only: the gold decides every one, so the checks are drawn from those (10 or more are new).
-    report = inspect(SOUND, [s for s in tagged_samples(96) if "<answer>" in s.completion][:100])
-    key = json.loads(Path(report.paths["json"].replace(".json", ".key.json")).read_text())
-    for sample_id, check in key["checks"].items():
-        sample = report.samples[int(sample_id)]
-        verdict = decided(sample.completion, sample.columns["answer"], committed_answer(sample, "exact_match"), True)
-        assert check["decided_by_gold"] and verdict is not None
-        assert check["shown"] == (0.0 if verdict == "correct" else 1.0) == sample.scores["exact_match"]
-    # A reader who judges every sample on its own (the sum from the prompt) passes: no reader is told off for
-    # agreeing with a check that happened to show the true score.
-    passed = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=read_labels(report)))
-    assert passed.verdict == "passed", passed.verdict_reasons
-
-
-def test_a_check_on_a_sample_the_reward_gets_wrong_is_caught_by_disagreeing(tmp_path, monkeypatch):
-    """A reward that misses some correct answers: a check there shows the reward's own (wrong) score, and a
-    reader who disagrees with it has caught the check; disagreeing elsewhere still says the reward needs fixing."""
-    module = tmp_path / "misses_teens.py"
-    module.write_text(
-        "import re\n"
-        "def score(prompts, completions, answer, **kwargs):\n"
-        "    out = []\n"
-        "    for c, a in zip(completions, answer):\n"
-        "        c = c[0]['content'] if isinstance(c, list) else c  # chat prompts: TRL passes messages\n"
-        "        found = re.findall(r'<answer>(.*?)</answer>', c)\n"
-        "        good = len(set(found)) == 1 and found[0].strip() == str(a)\n"
-        "        out.append(1.0 if good and not 13 <= int(a) <= 19 else 0.0)\n"
-        "    return out\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("GRPO_RLVR_REWARD_PATHS", str(tmp_path))
-    report = inspect([SOUND[0], RewardSpec(name="misses_teens:score", role="correctness")])
-    labels = read_labels(report)
-    assert all(labels[i] is False for i in planted(report))  # every check is wrong to a real reader
-    result = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=labels))
-    assert result.verdict == "failed" and "fix the reward there" in " ".join(result.verdict_reasons)
-
-
 def test_sample_count_limits():
     with pytest.raises(SkillError, match="at least 50"):
         inspect(SOUND, tagged_samples(48))
-    assert len(inspect(SOUND, tagged_samples(120)).samples) == 100
+    many = inspect(SOUND, tagged_samples(120))
+    assert len(many.samples) == 60 and many.draw.startswith("60 of 120 samples collected")
 
 
-def test_the_number_of_checks_is_not_the_clients():
-    with pytest.raises(ValidationError, match="planted"):
-        InspectionRequest(rewards=SOUND, samples=tagged_samples(), planted=0)
-
-
-def test_gate_refuses_then_accepts_only_a_read():
+def test_gate_refuses_then_accepts_a_read():
     with pytest.raises(SkillError, match="No passed inspection|changed since"):
         require_passed_inspection([SOUND[0].model_copy(update={"weight": 0.15}), SOUND[1]])
     report = inspect(SOUND)
-    labels = read_labels(report)
-    first_real = next(i for i in labels if labels[i])
-    disagreeing = record_review(
-        ReviewRequest(report_id=report.id, reviewer="ana", labels={**labels, first_real: False})
-    )
-    assert disagreeing.verdict == "failed" and "do not match a read" in " ".join(disagreeing.verdict_reasons)
-    careless = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels={i: True for i in labels}))
-    assert careless.verdict == "failed" and careless.review_attempts == 2
-    rubber = record_review(
-        ReviewRequest(report_id=report.id, reviewer="bot", reviewer_kind="agent", non_interactive=True)
-    )
-    assert rubber.verdict == "failed" and "never opens the gate" in " ".join(rubber.verdict_reasons)
-    # After failed reads, a real reader still finds every check.
-    passed = record_review(
-        ReviewRequest(report_id=report.id, reviewer="ana", labels=read_labels(load_report(report.id)))
-    )
+    passed = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=honest_labels(report)))
     assert passed.verdict == "passed", passed.verdict_reasons
     assert require_passed_inspection(SOUND).id == report.id
 
 
-def test_blocking_flags_fail_the_gate_even_with_a_clean_review_or_an_unread_acceptance():
-    report = inspect([RewardSpec(name="flawed_rewards:substring_match", role="correctness")])
-    result = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=honest_labels(report)))
-    assert result.verdict == "failed" and any("candidate_list" in r for r in result.verdict_reasons)
-    unread = record_review(
-        ReviewRequest(report_id=report.id, reviewer="ana", accept_unread=True, accept_unread_reason="in a hurry")
-    )
-    assert unread.verdict == "failed"
+def test_a_run_keeps_the_inspection_it_started_on_when_another_passes_meanwhile():
+    rewards = [SOUND[0].model_copy(update={"weight": 0.23}), SOUND[1]]  # a reward set no other test passes
+    first = pass_review(inspect(rewards), form="think_answer")
+    later = pass_review(inspect(rewards), form="think_answer")
+    assert open_gate(rewards).inspection_id == later.id  # a new run starts on the newest
+    assert open_gate(rewards, preferred=first.id).inspection_id == first.id  # the training process of an older one
+    assert open_gate(rewards, preferred="insp-gone").inspection_id == later.id
+    unread = inspect(rewards)
+    record_review(ReviewRequest(report_id=unread.id, reviewer="bot", accept_unread=True, accept_unread_reason="t"))
+    assert open_gate(rewards, preferred=unread.id).inspection_id == later.id  # a read beats an unread one
 
 
 def test_fingerprint_follows_the_source_of_a_user_reward(tmp_path, monkeypatch):

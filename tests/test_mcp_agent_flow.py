@@ -4,8 +4,8 @@ Three tasks: math on the embedded model (route by sampling it, inspect the probe
 memory, run, status, cancel), code with unit tests for a 7B model on one A100-80GB (route, inspect its own
 samples, review, config, memory, and run_grpo refusing a GPU recipe on this CPU), and preference pairs
 (routed away, with a starting point). The agent reads what an agent reads: tools/list, each result's text,
-every page of samples; it judges each sample itself from the completion and the dataset columns, never from
-the server's key. It calls with a client's patience (``read_timeout_seconds``): a call that outruns it fails
+every page of samples, shown blind; it labels each sample itself from the completion and the dataset columns,
+before any score. It calls with a client's patience (``read_timeout_seconds``): a call that outruns it fails
 the test. Every result the flow returns must fit ``RESULT_CHARACTERS``, and tools/list ``TOOLS_LIST_CHARACTERS``.
 
 One more test cancels a long probe the way a client does (its timeout sends ``notifications/cancelled``) and
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from blind_reader import judge
 from mcp import Client, StdioServerParameters
 
 from server.mcp_server import build_server
@@ -96,11 +96,11 @@ class Agent:
         return samples
 
     async def review(self, digest: dict[str, Any], judge: Any) -> dict[str, Any]:
-        """Read every sample, label each with the agent's own judgment, and record the review."""
+        """Read every sample (blind: no score shown), label each with the agent's own judgment, record the labels."""
         assert digest["verdict"] == "pending" and not [f for f in digest["flags"] if f["severity"] == "blocking"]
         samples = await self.read_every_sample(digest)
+        assert not [sample["id"] for sample in samples if sample["scores"]], "a score shown before the label"
         labels = {str(sample["id"]): judge(sample) for sample in samples}
-        assert not all(labels.values()), "an honest read of attention checks disagrees with some samples"
         review = {"report_id": digest["id"], "reviewer": "scripted-agent", "reviewer_kind": "agent", "labels": labels}
         outcome = await self.call("record_review", {"request": review})
         assert outcome["verdict"] == "passed", outcome["verdict_reasons"]
@@ -143,8 +143,6 @@ def drive(state_root: Path, flow: Any) -> Transcript:
 
 # ---- math on the embedded model ------------------------------------------------------------------
 
-LAST_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
 
 def addition_samples() -> list[dict[str, Any]]:
     """60 answers the agent collected: most right, some off by one, some without a number."""
@@ -157,11 +155,9 @@ def addition_samples() -> list[dict[str, Any]]:
     return samples
 
 
-def judge_addition(sample: dict[str, Any]) -> bool:
-    """Agree when the shown score is what exact_match on the last number should give."""
-    numbers = LAST_NUMBER.findall(sample["completion"].replace(",", ""))
-    right = bool(numbers) and float(numbers[-1]) == float(sample["columns"]["answer"])
-    return sample["scores"]["exact_match"] == (1.0 if right else 0.0)
+def judge_addition(sample: dict[str, Any]) -> dict[str, str]:
+    """Right when the answer the completion commits to is the sum (the test reader's own check)."""
+    return judge(sample, ["correctness"])
 
 
 def test_math_on_the_embedded_model_from_route_to_a_started_run(tmp_path):
@@ -221,8 +217,8 @@ FUNCTIONS = [  # name, right body, wrong body, the right function (for the expec
 
 
 def code_samples() -> tuple[list[dict[str, Any]], dict[str, bool]]:
-    """60 completions over 4 functions, some right and some wrong, each worded its own way (as sampled code is, and
-    as a read needs: at least 10 answers never shown before); the agent knows which it believes right."""
+    """60 completions over 4 functions, some right and some wrong, each worded its own way (as sampled code is); the
+    agent knows which it believes right."""
     samples, truth = [], {}
     for index in range(60):
         name, right, wrong, function, cases = FUNCTIONS[index % len(FUNCTIONS)]
@@ -241,8 +237,8 @@ def test_code_with_unit_tests_for_a_gpu_model_is_configured_and_refused_on_this_
     verifier = {"name": "unit_tests", "role": "correctness", "params": {"binary": True}}
     samples, truth = code_samples()
 
-    def judge_code(sample: dict[str, Any]) -> bool:
-        return sample["scores"]["unit_tests"] == (1.0 if truth[sample["prompt"]] else 0.0)
+    def judge_code(sample: dict[str, Any]) -> dict[str, str]:
+        return {"correctness": "pass" if truth[sample["prompt"]] else "fail"}
 
     async def flow(agent: Agent) -> None:
         decision = await agent.call("route_check", {"request": {"signal": "unit_tests", "verifier": verifier}})

@@ -13,9 +13,9 @@ from typing import Any
 
 import jsonschema
 import pytest
+from blind_reader import addition_samples, judge
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from new_answers import addition_samples
 
 from server.mcp_resources import REPOSITORY
 from server.mcp_server import SERVER_NAME, build_server
@@ -324,9 +324,7 @@ def test_inspect_review_and_read_the_report_through_the_client():
         report = result.structured_content
         samples = await every_sample(client, report)
         markdown = (await client.read_resource(f"grpo://inspections/{report['id']}")).contents[0]
-        key = Path(report["paths"]["json"].replace(".json", ".key.json"))
-        planted = json.loads(key.read_text())["planted"]
-        labels = {str(sample["id"]): sample["id"] not in planted for sample in samples}
+        labels = {str(sample["id"]): judge(sample, report["read_roles"]) for sample in samples}  # blind, own check
         review = {"report_id": report["id"], "reviewer": "test-agent", "reviewer_kind": "agent", "labels": labels}
         reviewed = await client.call_tool("record_review", {"request": review})
         return result, samples, markdown, reviewed
@@ -341,7 +339,8 @@ def test_inspect_review_and_read_the_report_through_the_client():
     assert not reviewed.is_error, reviewed.content
     outcome = reviewed.structured_content
     assert outcome["verdict"] == "passed", outcome["verdict_reasons"]
-    assert outcome["labelled"] == 60 and outcome["stamp"].startswith("reviewed: agent test-agent")
+    assert all(not sample["scores"] for sample in samples), "the samples are shown blind until labelled"
+    assert outcome["labelled"] == 60 and outcome["stamp"].startswith("reviewed: agent test-agent labelled 60")
     assert "samples" not in outcome and len(reviewed.content[0].text) < 2_000
 
 
@@ -380,8 +379,7 @@ def test_a_run_through_the_client_status_metrics_logs(tiny_model_dir, tmp_path):
     async def work(client):
         report = await client.call_tool("inspect_rewards", {"request": {"rewards": REWARDS, "samples": _samples()}})
         report = report.structured_content
-        planted = json.loads(Path(report["paths"]["json"].replace(".json", ".key.json")).read_text())["planted"]
-        labels = {str(s["id"]): s["id"] not in planted for s in await every_sample(client, report)}
+        labels = {str(s["id"]): judge(s, report["read_roles"]) for s in await every_sample(client, report)}
         review = {"report_id": report["id"], "reviewer": "test-agent", "reviewer_kind": "agent", "labels": labels}
         assert (await client.call_tool("record_review", {"request": review})).structured_content["verdict"] == "passed"
         recipe = (await client.call_tool("emit_grpo_config", {"request": request})).structured_content

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from new_answers import real_scores
 
 from skill.errors import SkillError
 from skill.inspection.schema import SuppliedSample
@@ -53,11 +52,10 @@ def test_trls_completion_ids_example_is_scored_on_pseudo_ids_and_the_report_says
     from skill.inspection.schema import InspectionRequest
 
     report = inspect_rewards(InspectionRequest(rewards=LENGTH_READERS, samples=samples(answer="5")))
-    lengths, overlong = real_scores(report, "reward_func"), real_scores(report, "soft_overlong_punishment_reward")
     for sample in report.samples:  # one pseudo-id per 4 characters, rounded up; none of them failed
-        tokens = math.ceil(len(sample.completion) / 4)  # (real scores: attention checks show them mirrored)
-        assert lengths[sample.id] == float(tokens) and not sample.errors, sample
-        assert overlong[sample.id] == OVERLONG[sample.completion], sample
+        tokens = math.ceil(len(sample.completion) / 4)
+        assert sample.scores["reward_func"] == float(tokens) and not sample.errors, sample
+        assert sample.scores["soft_overlong_punishment_reward"] == OVERLONG[sample.completion], sample
     flag = next(flag for flag in report.flags if flag.code == "pseudo_completion_ids")
     assert flag.severity == "warning" and "reward_func, soft_overlong_punishment_reward" in flag.message
     assert "exact_match" not in flag.message and "one per 4 characters" in flag.message and flag.fix
@@ -73,9 +71,8 @@ def test_an_inspection_of_supplied_samples_tokenizes_with_the_named_model():
     report = inspect_rewards(request)
     tokenizer = AutoTokenizer.from_pretrained(str(embedded_tokenizer_dir()))
     assert "pseudo_completion_ids" not in {flag.code for flag in report.flags}
-    lengths = real_scores(report, "reward_func")  # (attention checks show it mirrored)
     for sample in report.samples:
-        assert lengths[sample.id] == len(tokenizer(sample.completion, add_special_tokens=False).input_ids)
+        assert sample.scores["reward_func"] == len(tokenizer(sample.completion, add_special_tokens=False).input_ids)
 
 
 @pytest.mark.parametrize("source", ["embedded", "local directory"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from new_answers import addition_samples, pass_review
+from blind_reader import addition_samples, pass_review
 
 from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec

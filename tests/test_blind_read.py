@@ -1,0 +1,448 @@
+"""The blind read (issue 27): a reader labels each sample before any score is shown, then every disagreement is
+named, and the gate opens on agreement a constant or random labeller cannot reach (``inspection.agreement``).
+
+Honest readers (``blind_reader``: a program that labels by its own check against the reference column and imports
+nothing from ``skill.rewards``) pass on every task; readers that do not read fail. Each test prints and checks the
+messages a user sees: the draw, the verdict's reasons, the stamp. The module keeps its own state root (its labels
+are a regression set that later inspections of the same samples would carry); a test that records labels no
+honest reader gives records them on a copy of the report in a state root of its own.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from blind_reader import read_blind
+
+from skill.data import ADDITION_QUESTION
+from skill.errors import SkillError
+from skill.inspection.agreement import MIN_KAPPA, compare, read_reasons
+from skill.inspection.gate import NOT_REVIEWED, GateClosed, open_gate, record_review, review_stamp
+from skill.inspection.reports import save_report
+from skill.inspection.run import inspect_rewards
+from skill.inspection.schema import InspectionReport, InspectionRequest, Review, ReviewRequest, SuppliedSample
+from skill.rewards.spec import RewardSpec
+from skill.state import STATE_ROOT_ENV
+
+FORMAT = RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"})
+ADDITION = [FORMAT, RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"})]
+RANDOM_SEEDS = 200
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_state_root(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_ROOT_ENV, str(tmp_path_factory.mktemp("blind-read-state")))
+        yield
+
+
+def addition(count: int = 80, seed: int = 1, columns: dict | None = None, per_prompt: int = 1) -> list:
+    """Addition answers in four kinds, in turn: the bare sum, a bare wrong sum, the sum in words, no answer
+    (so format and correctness differ on half of them). ``per_prompt`` completions share each prompt."""
+    rng = random.Random(seed)
+    samples = []
+    for prompt in range(count // per_prompt):
+        a, b = rng.randint(10, 999), rng.randint(10, 999)
+        for index in range(prompt * per_prompt, (prompt + 1) * per_prompt):
+            completion = [str(a + b), str(a + b + 1 + index % 7), f"The sum is {a + b}.", "no idea"][index % 4]
+            samples.append(
+                SuppliedSample(
+                    prompt=[{"role": "user", "content": ADDITION_QUESTION.format(a=a, b=b)}],
+                    completion=completion,
+                    columns={"answer": str(a + b), **(columns or {})},
+                    group=prompt,
+                )
+            )
+    return samples
+
+
+def inspect(rewards: list[RewardSpec], samples: list[SuppliedSample]) -> InspectionReport:
+    report = inspect_rewards(InspectionRequest(rewards=rewards, samples=samples))
+    print(f"\n{report.id}: {report.draw} Read: {', '.join(report.read_roles)}.")
+    return report
+
+
+def review(report: InspectionReport, labels: dict, **extra) -> InspectionReport:
+    result = record_review(
+        ReviewRequest(report_id=report.id, reviewer="tester", reviewer_kind="program", labels=labels, **extra)
+    )
+    print(f"verdict {result.verdict}")
+    for reason in result.verdict_reasons:
+        print(f"  - {reason}")
+    if result.verdict == "passed":
+        print(f"  {review_stamp(result)}")
+    return result
+
+
+def honest_pass(report: InspectionReport, form: str = "bare") -> InspectionReport:
+    result = review(report, read_blind(report, form))
+    assert result.verdict == "passed" and result.verdict_reasons == []
+    stamp = review_stamp(result)
+    assert stamp.startswith(f"reviewed: program tester labelled {len(report.samples)} samples blind (")
+    assert all(f"{agree.reward} kappa 1.00" in stamp for agree in result.review.agreement), stamp
+    assert open_gate(report.rewards).inspection_id == result.id
+    return result
+
+
+def on_a_copy(report: InspectionReport, monkeypatch, tmp_path) -> InspectionReport:
+    """The report, unread, stored in a state root of its own (labels recorded on it join no other regression set)."""
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path))
+    update = {"review": None, "verdict": "pending", "verdict_reasons": []}
+    return save_report(report.model_copy(update=update, deep=True))
+
+
+@pytest.fixture(scope="module")
+def addition_report() -> InspectionReport:
+    return inspect(ADDITION, addition())
+
+
+def reasons_of(result: InspectionReport) -> str:
+    return " ".join(result.verdict_reasons)
+
+
+# ---- honest readers pass ----------------------------------------------------------------------------
+
+
+def test_an_honest_reader_passes_on_the_addition_task(addition_report):
+    assert addition_report.draw == (
+        "60 of 80 samples collected, balanced on exact_match's outcome: 30 of 40 passes and 30 of 40 fails, in "
+        "shuffled order."
+    )
+    assert addition_report.read_roles == ["format", "correctness"] and addition_report.verdict == "pending"
+    honest_pass(addition_report)
+
+
+def yes_no_samples() -> list[SuppliedSample]:
+    rng = random.Random(2)
+    samples = []
+    for index in range(80):
+        number = rng.randint(2, 999)
+        gold, other = ("yes", "no") if number % 2 == 0 else ("no", "yes")
+        completion = [gold, other, f"I think the answer is {gold}", f"Hmm, {other}.", "maybe", gold.title()]
+        samples.append(
+            SuppliedSample(
+                prompt=f"Is {number} even? Reply in one word.",
+                completion=completion[index % 6],
+                columns={"answer": gold},
+                group=index // 4,
+            )
+        )
+    return samples
+
+
+def test_an_honest_reader_passes_on_a_yes_no_task():
+    rewards = [
+        RewardSpec(name="format", role="format", weight=0.2, params={"regex": r"(?i)\s*(yes|no)\s*"}),
+        RewardSpec(name="exact_match", role="correctness", params={"extract": "regex", "regex": r"(?i)\b(yes|no)\b"}),
+    ]
+    report = inspect(rewards, yes_no_samples())
+    assert "30 of 40 passes and 30 of 40 fails" in report.draw  # two answers only: they repeat, and that is fine
+    honest_pass(report)
+
+
+def multiple_choice_samples() -> list[SuppliedSample]:
+    rng = random.Random(3)
+    samples = []
+    for index in range(80):
+        values = rng.sample(range(1, 100), 4)
+        gold = "ABCD"[values.index(max(values))]
+        other = "ABCD"[(values.index(max(values)) + 1 + index % 3) % 4]
+        completion = [
+            f"<answer>{gold}</answer>",
+            f"<answer>{other}</answer>",
+            f"The largest is {max(values)}, so <answer>{gold}</answer>",
+            f"It is <answer>{other}</answer>",
+            "I am not sure",
+        ][index % 5]
+        question = "Which is largest? " + " ".join(f"{letter}) {v}" for letter, v in zip("ABCD", values, strict=True))
+        samples.append(
+            SuppliedSample(prompt=question, completion=completion, columns={"answer": gold}, group=index // 4)
+        )
+    return samples
+
+
+def test_an_honest_reader_passes_on_an_a_to_d_multiple_choice_task():
+    rewards = [
+        RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "answer_tag"}),
+        RewardSpec(name="exact_match", role="correctness", params={"extract": "answer_tag"}),
+    ]
+    report = inspect(rewards, multiple_choice_samples())
+    assert "balanced on exact_match's outcome: 30 of 32 passes and 30 of 48 fails" in report.draw
+    honest_pass(report, form="answer_tag")
+
+
+def test_an_honest_reader_passes_on_a_40_row_dataset():
+    report = inspect(ADDITION, addition(80, seed=4, per_prompt=2))
+    assert len({sample.group for sample in report.samples}) <= 40 and len(report.samples) == 60
+    assert report.draw.startswith("60 of 80 samples collected")
+    honest_pass(report)
+
+
+def test_an_honest_reader_passes_on_a_dataset_with_a_constant_column_and_may_say_unsure():
+    report = inspect(ADDITION, addition(seed=5, columns={"source": "gsm8k"}))
+    assert {sample.columns["source"] for sample in report.samples} == {"gsm8k"}
+    labels = read_blind(report)
+    unsure = sorted(labels)[:5]  # five samples the reader will not decide: counted, not compared
+    for sample_id in unsure:
+        labels[sample_id] = {role: "unsure" for role in labels[sample_id]}
+    result = review(report, labels)
+    assert result.verdict == "passed", result.verdict_reasons
+    assert {agree.samples for agree in result.review.agreement} == {55}
+    assert "labelled 60 samples blind" in review_stamp(result)
+
+
+def test_an_honest_reader_passes_on_user_rewards():
+    """Rewards named module:function (tests/rewards_for_tests.py), as a user writes them."""
+    rewards = [
+        RewardSpec(name="rewards_for_tests:just_a_number", role="format", weight=0.2),
+        RewardSpec(name="rewards_for_tests:says_the_answer", role="correctness"),
+    ]
+    report = inspect(rewards, addition(seed=9))
+    assert "balanced on rewards_for_tests:says_the_answer's outcome: 30 of 40 passes and 30 of 40 fails" in report.draw
+    honest_pass(report)
+
+
+def test_a_read_for_correctness_alone_is_completed_when_a_format_reward_joins():
+    """The same samples inspected again with a format reward beside the read one: the correctness labels carry
+    over, and the reader adds the format labels without touching them."""
+    alone = inspect([ADDITION[1]], addition(seed=10))
+    honest_pass(alone)
+    both = inspect_rewards(
+        InspectionRequest(rewards=[FORMAT.model_copy(update={"weight": 0.3}), ADDITION[1]], samples_of=alone.id)
+    )
+    assert both.verdict == "pending" and all(both.review.labels[s.id].keys() == {"correctness"} for s in both.samples)
+    honest_pass(both)
+
+
+# ---- a read that finds a real reward bug --------------------------------------------------------------
+
+
+def checked_answers() -> list[SuppliedSample]:
+    """Answers followed by the model's own check, '{sum}. Check: {sum} - {b} = {a}': the answer is the sum, and
+    a reward reading the last number reads a."""
+    rng = random.Random(6)
+    samples = []
+    for index in range(80):
+        a, b = rng.randint(10, 999), rng.randint(10, 999)
+        total = a + b
+        completion = [
+            str(total),
+            f"{total}. Check: {total} - {b} = {a}",
+            str(total + 1 + index % 5),
+            f"{total + 10}. Check: {total + 10} - {b} = {a + 10}",
+        ][index % 4]
+        samples.append(
+            SuppliedSample(
+                prompt=[{"role": "user", "content": ADDITION_QUESTION.format(a=a, b=b)}],
+                completion=completion,
+                columns={"answer": str(total)},
+                group=index // 4,
+            )
+        )
+    return samples
+
+
+CHECKED_FORMAT = FORMAT.model_copy(update={"weight": 0.1})  # a reward set of its own: no other test opens its gate
+BUGGY = [CHECKED_FORMAT, ADDITION[1]]
+FIXED = [
+    CHECKED_FORMAT,
+    RewardSpec(name="exact_match", role="correctness", params={"extract": "regex", "regex": r"^\s*(\d+)"}),
+]
+
+
+@pytest.fixture(scope="module")
+def bug_found() -> tuple[InspectionReport, InspectionReport]:
+    """A read of last_number on checked answers (it disagrees), then the fixed reward on the same samples."""
+    first = inspect(BUGGY, checked_answers())
+    read = review(first, read_blind(first))
+    fixed = inspect_rewards(InspectionRequest(rewards=FIXED, samples_of=first.id))
+    print(f"{fixed.id} ({fixed.source}): verdict {fixed.verdict} {fixed.verdict_reasons}")
+    return read, fixed
+
+
+def test_a_read_names_each_disagreement_with_a_real_reward_bug_by_sample(bug_found):
+    read, _ = bug_found
+    disagreements = read.review.disagreements
+    assert read.verdict == "pending" and disagreements
+    by_id = {sample.id: sample for sample in read.samples}
+    for found in disagreements:  # each one a right answer followed by its check, which last_number reads
+        sample = by_id[found.sample_id]
+        assert "Check:" in sample.completion and sample.completion.startswith(sample.columns["answer"] + ".")
+        a = sample.completion.rsplit("= ", 1)[1]
+        assert (found.reward, found.reward_said, found.reader_said, found.extracted) == (
+            "exact_match",
+            "fail",
+            "pass",
+            a,
+        )
+    reasons = read.verdict_reasons
+    assert reasons[0].startswith(f"{len(disagreements)} disagreement(s) between the rewards and your blind labels: ")
+    first = disagreements[0]
+    assert f"sample {first.sample_id}: exact_match said fail (0, read '{first.extracted}'), you said pass" in reasons[0]
+    assert "fix the reward (then inspect_rewards with samples_of set to this inspection" in reasons[0]
+    assert any(r.startswith("exact_match agrees with your first labels at Cohen's kappa 0.") for r in reasons)
+    with pytest.raises(GateClosed):
+        open_gate(BUGGY)
+
+
+def test_the_fixed_reward_passes_on_the_same_labels_without_a_re_read(bug_found):
+    read, fixed = bug_found
+    assert fixed.source == f"the samples of inspection {read.id} (supplied)"
+    assert fixed.verdict == "passed" and fixed.verdict_reasons == []  # no labels sent to this report
+    assert fixed.review.carried == {sample.id: read.id for sample in fixed.samples}
+    assert [(a.reward, a.kappa, a.samples) for a in fixed.review.agreement] == [
+        ("format", 1.0, 60),
+        ("exact_match", 1.0, 60),
+    ]
+    assert "reviewed: program tester labelled 60 samples blind" in review_stamp(fixed)
+
+
+def test_the_fixed_reward_opens_the_gate_after_the_carried_read(bug_found):
+    _, fixed = bug_found
+    assert open_gate(FIXED).inspection_id == fixed.id
+
+
+# ---- readers that do not read fail ------------------------------------------------------------------
+
+
+def test_labelling_every_sample_pass_or_fail_never_passes(addition_report, monkeypatch, tmp_path):
+    for said in ("pass", "fail"):
+        copy = on_a_copy(addition_report, monkeypatch, tmp_path / said)
+        result = review(copy, {sample.id: {"format": said, "correctness": said} for sample in copy.samples})
+        assert result.verdict == "pending" and result.verdict_reasons[0].startswith("60 disagreement(s) between")
+        passes = 60 if said == "pass" else 0
+        for reward in ("format", "exact_match"):
+            reward_passes = sum(sample.scores[reward] >= 0.5 for sample in copy.samples)
+            assert (
+                f"On these samples {reward} said pass {reward_passes} times and you {passes} times of 60: agreement "
+                "cannot be told from chance without both outcomes on both sides." in reasons_of(result)
+            )
+        with pytest.raises(GateClosed):
+            open_gate(ADDITION)
+
+
+def random_labels(report: InspectionReport, seed: int) -> dict[int, dict[str, str]]:
+    rng = random.Random(seed)
+    return {sample.id: {role: rng.choice(("pass", "fail")) for role in report.read_roles} for sample in report.samples}
+
+
+def test_random_labels_pass_at_a_rate_reported_over_200_seeds(addition_report, monkeypatch, tmp_path):
+    passed, kappas = 0, []
+    for seed in range(RANDOM_SEEDS):  # the rule itself, on the report in memory: nothing is written
+        report = addition_report.model_copy(deep=True)
+        report.review = Review(reviewer="coin", reviewer_kind="program", labels=random_labels(report, seed))
+        report.review.disagreements, report.review.agreement = compare(report)
+        passed += not read_reasons(report)
+        kappas += [agree.kappa for agree in report.review.agreement]
+    print(
+        f"\nrandom labels: {passed} of {RANDOM_SEEDS} seeds pass (rate {passed / RANDOM_SEEDS:.3f}); kappa from "
+        f"{min(kappas):.2f} to {max(kappas):.2f}, median {sorted(kappas)[len(kappas) // 2]:.2f} (the gate needs "
+        f"{MIN_KAPPA})"
+    )
+    assert passed == 0 and max(kappas) < MIN_KAPPA
+    result = review(on_a_copy(addition_report, monkeypatch, tmp_path), random_labels(addition_report, 0))
+    assert result.verdict == "pending" and "disagreement(s) between the rewards and your blind labels" in reasons_of(
+        result
+    )
+    assert "agrees with your first labels at Cohen's kappa" in reasons_of(result)
+
+
+def test_labels_copied_from_another_rewards_scores_fail(addition_report, monkeypatch, tmp_path):
+    """The format reward's outcomes given as correctness labels: where format and correctness differ (a wrong
+    bare number, a right answer in words) the copy disagrees, and the kappa says the labels are not a read."""
+    copy = on_a_copy(addition_report, monkeypatch, tmp_path)
+    said = {sample.id: "pass" if sample.scores["format"] >= 0.5 else "fail" for sample in copy.samples}
+    result = review(copy, {i: {"format": label, "correctness": label} for i, label in said.items()})
+    kappa = {agree.reward: agree.kappa for agree in result.review.agreement}
+    assert kappa["format"] == 1.0 and kappa["exact_match"] < MIN_KAPPA
+    assert result.verdict == "pending"
+    assert f"exact_match agrees with your first labels at Cohen's kappa {kappa['exact_match']:.2f}, under 0.8: the" in (
+        reasons_of(result)
+    )
+    assert all(d.reward == "exact_match" for d in result.review.disagreements)
+
+
+def test_amending_every_disagreement_is_capped_and_leaves_the_first_labels_kappa(
+    addition_report, monkeypatch, tmp_path
+):
+    copy = on_a_copy(addition_report, monkeypatch, tmp_path)
+    labelled = review(copy, random_labels(copy, 0))
+    amendments = [
+        {"sample_id": d.sample_id, "role": d.role, "label": d.reward_said, "reason": "misread"}
+        for d in labelled.review.disagreements
+    ]
+    result = review(copy, {}, amendments=amendments)
+    assert not [d for d in result.review.disagreements if not d.resolved]  # every one resolved...
+    assert result.verdict == "failed"  # ...and still no read
+    assert (
+        f"{len(amendments)} labels amended, more than 10% of the 60 read: that many misreads means the read is not "
+        "one." in reasons_of(result)
+    )
+    assert "agrees with your first labels at Cohen's kappa" in reasons_of(result)
+    assert [a.kappa for a in result.review.agreement] == [a.kappa for a in labelled.review.agreement]
+
+
+# ---- what stays ----------------------------------------------------------------------------------------
+
+
+def test_labels_are_never_replaced_and_a_few_misreads_are_amended_with_a_reason(addition_report, monkeypatch, tmp_path):
+    copy = on_a_copy(addition_report, monkeypatch, tmp_path)
+    honest = read_blind(copy)
+    misread = sorted(honest)[:3]
+    labels = {
+        i: ({**roles, "correctness": "fail" if roles["correctness"] == "pass" else "pass"} if i in misread else roles)
+        for i, roles in honest.items()
+    }
+    with pytest.raises(SkillError, match=r"Labels for unknown sample ids \[60\]"):
+        review(copy, {**labels, 60: labels[0]})
+    first = review(copy, labels)
+    assert first.verdict == "pending" and {d.sample_id for d in first.review.disagreements} == set(misread)
+    with pytest.raises(SkillError) as refused:
+        review(copy, {misread[0]: honest[misread[0]]})
+    assert "already carry blind labels, given before the scores were shown" in str(refused.value)
+    assert "send amendments: [{sample_id, role, label, reason}]" in refused.value.fix
+    amendments = [
+        {"sample_id": i, "role": "correctness", "label": honest[i]["correctness"], "reason": "misread"} for i in misread
+    ]
+    result = review(copy, {}, amendments=amendments)
+    assert result.verdict == "passed", result.verdict_reasons
+    assert "3 amended" in review_stamp(result) and result.review.labels[misread[0]] == labels[misread[0]]
+    assert [a.reviewer_kind for a in result.review.amendments] == ["program"] * 3
+
+
+def test_accept_unread_opens_the_gate_stamped_not_reviewed(addition_report, monkeypatch, tmp_path):
+    copy = on_a_copy(addition_report, monkeypatch, tmp_path)
+    with pytest.raises(SkillError, match="accept_unread needs a reason"):
+        record_review(ReviewRequest(report_id=copy.id, reviewer="ana", accept_unread=True))
+    with pytest.raises(SkillError, match="cannot come with labels"):
+        record_review(
+            ReviewRequest(
+                report_id=copy.id,
+                reviewer="ana",
+                accept_unread=True,
+                accept_unread_reason="smoke test",
+                labels=read_blind(copy),
+            )
+        )
+    unread = record_review(
+        ReviewRequest(report_id=copy.id, reviewer="ana", accept_unread=True, accept_unread_reason="smoke test")
+    )
+    assert unread.verdict == "accepted_unread"
+    gate = open_gate(ADDITION)
+    assert not gate.reviewed
+    assert gate.stamp == f"{NOT_REVIEWED}: accepted unread by human ana (smoke test); inspection {copy.id}"
+
+
+def test_a_blocking_flag_blocks_an_honest_read_and_an_unread_acceptance():
+    rewards = [RewardSpec(name="flawed_rewards:substring_match", role="correctness")]
+    report = inspect(rewards, addition(seed=7))
+    result = review(report, read_blind(report))
+    assert result.verdict == "failed"
+    assert any(r.startswith("Fix the reward: ") and "candidate_list" in r for r in result.verdict_reasons)
+    unread = record_review(
+        ReviewRequest(report_id=report.id, reviewer="ana", accept_unread=True, accept_unread_reason="in a hurry")
+    )
+    assert unread.verdict == "failed" and unread.verdict_reasons[0].startswith("Fix the reward: ")
+    with pytest.raises(GateClosed):
+        open_gate(rewards)
