@@ -199,7 +199,7 @@ def test_an_honest_reader_passes_on_user_rewards():
         RewardSpec(name="rewards_for_tests:says_the_answer", role="correctness"),
     ]
     report = inspect(rewards, addition(seed=9))
-    assert "balanced on rewards_for_tests:says_the_answer's outcome: 30 of 40 passes and 30 of 40 fails" in report.draw
+    assert "balanced on says_the_answer's outcome: 30 of 40 passes and 30 of 40 fails" in report.draw
     honest_pass(report)
 
 

@@ -9,9 +9,9 @@ import random
 import pytest
 
 from skill.recipe.variants import SYMPTOMS, select_variants
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import RewardSpec, metric_names
 from skill.runs.health import CAUSE_ORDER, diagnose, headline, symptoms
-from skill.runs.series import BatchShape, finite_values, first_last_means, metric_names
+from skill.runs.series import BatchShape, finite_values, first_last_means
 
 N = 40
 EQUAL = [

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from skill.inspection.schema import Agreement, Disagreement, InspectionReport, Review, SampleResult
 from skill.intervals import cohen_kappa
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import RewardSpec, metric_names
 
 READ_ROLES = ("correctness", "format", "judge")  # a person can say pass or fail; shaping rewards are shown after
 PASS_SCORE = 0.5  # a score at or above it is the reward saying "pass" (rewards here score 0..1)
@@ -69,23 +69,24 @@ def compare(report: InspectionReport) -> tuple[list[Disagreement], list[Agreemen
     review = report.review
     assert review is not None
     disagreements, agreement = [], []
-    for spec in report.rewards:
+    for spec, name in metric_names(report.rewards):  # scores are kept under the name TRL logs
         if spec.role not in READ_ROLES:
             continue
         reader, reward = [], []
         for sample in report.samples:
             first = review.labels.get(sample.id, {}).get(spec.role)
-            score = sample.scores.get(spec.name)
+            score = sample.scores.get(name)
             if first not in ("pass", "fail") or score is None:
                 continue
             reader.append(first == "pass")
             reward.append(said(score) == "pass")
             if said(score) != first:
-                disagreements.append(_disagreement(sample, spec, score, first, _amended(review, sample.id, spec.role)))
+                amended = _amended(review, sample.id, spec.role)
+                disagreements.append(_disagreement(sample, spec.role, name, score, first, amended))
         kappa = cohen_kappa(reader, reward) if reader else None
         agreement.append(
             Agreement(
-                reward=spec.name,
+                reward=name,
                 role=spec.role,
                 kappa=None if kappa is None else round(kappa, 4),
                 samples=len(reader),
@@ -97,16 +98,16 @@ def compare(report: InspectionReport) -> tuple[list[Disagreement], list[Agreemen
 
 
 def _disagreement(
-    sample: SampleResult, spec: RewardSpec, score: float, first: str, amended: str | None
+    sample: SampleResult, role: str, name: str, score: float, first: str, amended: str | None
 ) -> Disagreement:
     return Disagreement(
         sample_id=sample.id,
-        reward=spec.name,
-        role=spec.role,
+        reward=name,
+        role=role,
         reward_said=said(score),  # type: ignore[arg-type]  # 'pass' or 'fail'
         score=score,
         reader_said=first,  # type: ignore[arg-type]  # a decided label
-        extracted=sample.extracted.get(spec.name),
+        extracted=sample.extracted.get(name),
         resolved=amended is not None and amended != first and amended in (said(score), "unsure"),
     )
 

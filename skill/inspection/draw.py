@@ -13,17 +13,18 @@ import random
 
 from skill.inspection.agreement import READ_ROLES, said
 from skill.inspection.schema import SampleResult
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import RewardSpec, metric_names
 
 DRAW_SIZE = 60  # the seed's 50-100 to read, with room for a few 'unsure' labels over the floor of 50
 SEED = 3407
 
 
-def _primary(rewards: list[RewardSpec]) -> RewardSpec | None:
+def _primary(rewards: list[RewardSpec]) -> str | None:
+    """The name (as scores are kept) of the reward the draw balances on."""
     for role in READ_ROLES:
-        for spec in rewards:
+        for spec, name in metric_names(rewards):
             if spec.role == role:
-                return spec
+                return name
     return None
 
 
@@ -47,14 +48,14 @@ def balanced_draw(
         drawn = rng.sample(samples, min(size, len(samples)))
         how = f"{len(drawn)} of {len(samples)} samples collected, at random (no reward judges pass or fail)."
     else:
-        scores = [sample.scores.get(primary.name) for sample in samples]
+        scores = [sample.scores.get(primary) for sample in samples]
         passes = [s for s, score in zip(samples, scores, strict=True) if score is not None and said(score) == "pass"]
         fails = [s for s in samples if s not in passes]
         take_passes = min(len(passes), max(size // 2, size - len(fails)))
         take_fails = min(len(fails), size - take_passes)
         drawn = rng.sample(passes, take_passes) + rng.sample(fails, take_fails)
         how = (
-            f"{len(drawn)} of {len(samples)} samples collected, balanced on {primary.name}'s outcome: "
+            f"{len(drawn)} of {len(samples)} samples collected, balanced on {primary}'s outcome: "
             f"{take_passes} of {len(passes)} passes and {take_fails} of {len(fails)} fails, in shuffled order."
         )
     rng.shuffle(drawn)

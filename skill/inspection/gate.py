@@ -123,18 +123,25 @@ def record_review(request: ReviewRequest) -> InspectionReport:
 
 
 def _add_labels(review: Review, request: ReviewRequest) -> list[int]:
-    """Add the request's labels for samples not yet labelled; refuse a change to a label already given."""
-    again = sorted(sample_id for sample_id in request.labels if sample_id in review.labels)
-    changed = [i for i in again if request.labels[i] != review.labels[i]]
+    """Add the request's labels for the samples and roles not yet labelled; refuse a change to a label given."""
+    changed = sorted(
+        sample_id
+        for sample_id, labels in request.labels.items()
+        if any(review.labels.get(sample_id, {}).get(role, label) != label for role, label in labels.items())
+    )
     if changed:
         raise SkillError(
             f"Samples {changed[:10]} already carry blind labels, given before the scores were shown; they are what "
             "the agreement is measured on and are never replaced.",
             "To correct a misread, send amendments: [{sample_id, role, label, reason}].",
         )
-    new = sorted(sample_id for sample_id in request.labels if sample_id not in review.labels)
+    new = sorted(
+        sample_id
+        for sample_id, labels in request.labels.items()
+        if any(role not in review.labels.get(sample_id, {}) for role in labels)
+    )
     for sample_id in new:
-        review.labels[sample_id] = dict(request.labels[sample_id])
+        review.labels[sample_id] = {**request.labels[sample_id], **review.labels.get(sample_id, {})}
     if new:
         review.labelled_at = _now()
     return new
@@ -203,12 +210,12 @@ def _judged(report: InspectionReport) -> InspectionReport:
     return saved
 
 
-def carry_labels(report: InspectionReport) -> None:
-    """Give a new report the labels an earlier read gave its samples, and judge it when they cover it: a fixed
-    reward inspected on the same samples is re-scored against the same labels, with no re-read."""
+def carry_labels(report: InspectionReport) -> InspectionReport:
+    """Give a stored report the labels an earlier read gave its samples, and judge it: a fixed reward inspected on
+    the same samples is re-scored against the same labels, with no re-read."""
     carried = carried_labels(report.samples)
     if not carried:
-        return
+        return report
     first = next(iter(carried.values()))
     report.review = Review(
         reviewer=first["reviewer"],
@@ -218,10 +225,7 @@ def carry_labels(report: InspectionReport) -> None:
         amendments=[amendment for entry in carried.values() for amendment in entry["amendments"]],
         labelled_at=_now(),
     )
-    review = report.review
-    review.disagreements, review.agreement = compare(report)
-    report.verdict_reasons = _standing_reasons(report) + read_reasons(report)
-    report.verdict = "pending" if report.verdict_reasons else "passed"
+    return _judged(report)
 
 
 def _index_path() -> Path:

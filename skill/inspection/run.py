@@ -158,8 +158,7 @@ def inspect_rewards(
         read_roles=read_roles(request.rewards),
         seconds=round(time.perf_counter() - started, 3),
     )
-    carry_labels(report)
-    save_report(report)
+    report = carry_labels(save_report(report))
     if progress is not None:
         progress(3, 3, f"report {report.id} written")
     return report

@@ -251,10 +251,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     request = request.model_copy(update={"dataset": dataset})
     build, peft, variant = _decide_kwargs(request, parameters_b, route[0].completion_lengths if route else None)
     refuse_quantized_vllm(build.trl, request.method)  # before the layout: it would keep GPUs for a server
-    # A server of the plan's own takes GPUs; one the recipe names by URL runs elsewhere, so every GPU trains.
-    vllm_server = bool(build.trl.get("use_vllm")) and build.trl.get("vllm_mode") == "server"
-    vllm_server = vllm_server and not build.trl.get("vllm_server_base_url")
-    launch = layout_processes(request.hardware, model_gib_bf16=parameters_b * 2e9 / 2**30, vllm_server=vllm_server)
+    launch = layout_processes(request.hardware, parameters_b * 2e9 / 2**30, vllm_server=_server_of_its_own(build.trl))
     build.reasons[prompt_reason.field] = prompt_reason
     check_field_values(build.trl)  # a type, NaN or range error named before any arithmetic on it
     check_group_arithmetic(build.trl, launch.training_processes)
@@ -290,6 +287,13 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     recipe.launch.commands = launch_commands(recipe)
     _attach_provenance(recipe, request, route[1] if route else None)
     return recipe
+
+
+def _server_of_its_own(trl: dict[str, Any]) -> bool:
+    """Whether the launch plan runs a vLLM server on GPUs of its own; one the recipe names by URL runs elsewhere,
+    so there every GPU trains."""
+    server = bool(trl.get("use_vllm")) and trl.get("vllm_mode") == "server"
+    return server and not trl.get("vllm_server_base_url")
 
 
 def _attach_provenance(recipe: GRPORecipe, request: RecipeRequest, route_line: str | None) -> None:

@@ -64,3 +64,15 @@ class RewardSpec(BaseModel):
                 "send e.g. 'exact_match' or 'my_rewards:score'"
             )
         return value
+
+
+def metric_names(rewards: list[RewardSpec]) -> list[tuple[RewardSpec, str]]:
+    """Each spec with the name TRL logs it under (as skill.rewards.registry names the functions:
+    a user 'module:function' keeps its function name; a repeated name gets _2, _3, ...)."""
+    seen: dict[str, int] = {}
+    named = []
+    for spec in rewards:
+        base = spec.name.rpartition(":")[2]
+        seen[base] = seen.get(base, 0) + 1
+        named.append((spec, base if seen[base] == 1 else f"{base}_{seen[base]}"))
+    return named

@@ -19,8 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skill.intervals import wilson_interval
-from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
-from skill.runs.series import metric_names
+from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec, metric_names
 
 
 class HeldOutScore(BaseModel):

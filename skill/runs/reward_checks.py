@@ -19,7 +19,7 @@ import math
 import statistics
 from typing import Any
 
-from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
+from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec, metric_names
 from skill.runs.health_warning import HealthWarning, RunView, make_warning
 from skill.runs.series import (
     NOISE_Z,
@@ -30,7 +30,6 @@ from skill.runs.series import (
     half_gain,
     hinge_gain,
     look_z,
-    metric_names,
     point_noise,
     proportion_se,
     recent_mean,

@@ -18,8 +18,6 @@ import math
 import statistics
 from typing import Any, NamedTuple
 
-from skill.rewards.spec import RewardSpec
-
 # Windows. Six points is the least that gives two disjoint windows of three; three points average
 # out one unlucky batch for a level check.
 MIN_TREND_POINTS = 6
@@ -253,15 +251,3 @@ def share_se(metrics: list[dict[str, Any]], weights: dict[str, float], name: str
                 shares.append((weights[name] * parts[name]) ** 2 / total)
     k = min(window_size(len(shares)), len(shares))
     return point_noise(shares) / math.sqrt(k) if k else 0.0
-
-
-def metric_names(rewards: list[RewardSpec]) -> list[tuple[RewardSpec, str]]:
-    """Each spec with the name TRL logs it under (as skill.rewards.registry names the functions:
-    a user 'module:function' keeps its function name; a repeated name gets _2, _3, ...)."""
-    seen: dict[str, int] = {}
-    named = []
-    for spec in rewards:
-        base = spec.name.rpartition(":")[2]
-        seen[base] = seen.get(base, 0) + 1
-        named.append((spec, base if seen[base] == 1 else f"{base}_{seen[base]}"))
-    return named
