@@ -161,16 +161,17 @@ async def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision
     hint="Send exactly one sample source: samples, route_decision_id (from route_check), samples_of or generate.",
 )
 async def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> InspectionDigest:
-    """Run the rewards on the samples in a fresh process and draw 50-60 of them for a blind read that gates run_grpo.
+    """Score the rewards on the samples in a fresh process and draw 50-60 for a blind read, the gate of run_grpo.
 
-    Samples: route_decision_id, your `samples`, `samples_of` (an earlier inspection's: after a reward fix, its
-    labels are re-scored, nothing is read again) or `generate` (with progress; cancelling stops it).
+    Samples: route_decision_id, your `samples`, `samples_of` (an earlier inspection's: after a reward fix its
+    labels are re-scored) or `generate` (with progress; cancelling stops it).
 
-    Returns statistics, flags (blocking ones say what to change), hack probes that beat a reward and the first
-    page of samples, shown blind (no score) until you label them. Report: grpo://inspections/{id}.
+    Returns statistics, flags (blocking ones say what to change), hacked probes and the first page of samples,
+    blind until labelled. Report: grpo://inspections/{id}.
 
-    Next: read every sample (inspection_samples from next_offset) and label it with record_review.
+    Next: read every sample (inspection_samples from next_offset), label it with record_review.
     """
+
     progress = progress_reporter(ctx)
     report = await until_cancelled(
         lambda should_stop: inspect_rewards(request, progress=progress, should_stop=should_stop)
@@ -211,17 +212,16 @@ def inspection_samples_tool(
 )
 @_quoting_the_gate_rule
 def record_review_tool(request: ReviewRequest) -> ReviewOutcome:
-    """Record your blind labels (labels: sample id -> {role: pass | fail | unsure}, your own judgment before any
-    score), then, after the reveal, amendments of misreads (each with a reason); decides the gate.
+    """Record your blind labels (your own judgment, before any score), then amendments of misreads; decides the gate.
 
     {rule}
 
-    Returns the verdict, every disagreement (reward said X, you said Y), each reward's kappa and the stamp runs
-    carry. accept_unread + accept_unread_reason instead opens the gate as 'reward not reviewed'.
+    Returns the verdict, each disagreement (reward said X, you said Y) and kappa. accept_unread with a reason
+    opens the gate as 'reward not reviewed' instead.
 
-    Next: fix each disagreeing reward and inspect_rewards with samples_of (or amend a misread); once passed,
-    emit_grpo_config.
+    Next: fix a disagreeing reward and inspect_rewards with samples_of, or amend a misread; then emit_grpo_config.
     """
+
     return review_outcome(record_review(request))
 
 

@@ -25,6 +25,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+TOOLS_LIST_CHARACTERS = 28_000
+"""What tools/list may take, as compact JSON: an agent reads it whole before its first call. 78,243 before the
+schemas were published this way; 24,988 on 2026-12-03; 27,593 once route_check and inspect_rewards took the
+dataset contract and a sampling engine and record_review the blind labels (2026-12-04)."""
+
 FULL_CONTRACTS = {
     "GRPORecipe": "grpo://schemas/grpo_recipe.json",
     "MemoryEstimate": "grpo://schemas/memory_estimate.json",

@@ -375,12 +375,16 @@ def test_amending_every_disagreement_is_capped_and_leaves_the_first_labels_kappa
     result = review(copy, {}, amendments=amendments)
     assert not [d for d in result.review.disagreements if not d.resolved]  # every one resolved...
     assert result.verdict == "failed"  # ...and still no read
+    amended = len({amendment["sample_id"] for amendment in amendments})
     assert (
-        f"{len(amendments)} labels amended, more than 10% of the 60 read: that many misreads means the read is not "
+        f"{amended} samples' labels amended, more than 10% of the 60 read: that many misreads means the read is not "
         "one." in reasons_of(result)
     )
     assert "agrees with your first labels at Cohen's kappa" in reasons_of(result)
     assert [a.kappa for a in result.review.agreement] == [a.kappa for a in labelled.review.agreement]
+    # A read report cannot be turned into an unread one to get past its own labels.
+    with pytest.raises(SkillError, match="carries 60 samples' blind labels: it was read"):
+        review(copy, {}, accept_unread=True, accept_unread_reason="try anyway")
 
 
 # ---- what stays ----------------------------------------------------------------------------------------
@@ -437,12 +441,12 @@ def test_accept_unread_opens_the_gate_stamped_not_reviewed(addition_report, monk
 def test_a_blocking_flag_blocks_an_honest_read_and_an_unread_acceptance():
     rewards = [RewardSpec(name="flawed_rewards:substring_match", role="correctness")]
     report = inspect(rewards, addition(seed=7))
-    result = review(report, read_blind(report))
-    assert result.verdict == "failed"
-    assert any(r.startswith("Fix the reward: ") and "candidate_list" in r for r in result.verdict_reasons)
     unread = record_review(
         ReviewRequest(report_id=report.id, reviewer="ana", accept_unread=True, accept_unread_reason="in a hurry")
     )
+    result = review(report, read_blind(report))
+    assert result.verdict == "failed"
+    assert any(r.startswith("Fix the reward: ") and "candidate_list" in r for r in result.verdict_reasons)
     assert unread.verdict == "failed" and unread.verdict_reasons[0].startswith("Fix the reward: ")
     with pytest.raises(GateClosed):
         open_gate(rewards)

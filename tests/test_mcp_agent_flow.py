@@ -30,12 +30,12 @@ from mcp import Client, StdioServerParameters
 
 from server.mcp_server import build_server
 from server.mcp_tools import MAX_WAIT_SECONDS
+from server.tool_schemas import TOOLS_LIST_CHARACTERS
 from skill.data import addition_rows
 from skill.state import STATE_ROOT_ENV
 
 pytestmark = pytest.mark.slow
 
-TOOLS_LIST_CHARACTERS = 25_000
 RESULT_CHARACTERS = 12_000
 TRANSCRIPT_ENV = "GRPO_RLVR_AGENT_FLOW_TRANSCRIPTS"
 CLIENT_PATIENCE_SECONDS = 60.0

@@ -21,7 +21,7 @@ from server.mcp_resources import REPOSITORY
 from server.mcp_server import SERVER_NAME, build_server
 from server.mcp_tools import TOOL_SPECS
 from server.tool_errors import ERROR_SHAPE
-from server.tool_schemas import FULL_CONTRACTS
+from server.tool_schemas import FULL_CONTRACTS, TOOLS_LIST_CHARACTERS
 from skill.data import addition_rows
 from skill.state import STATE_ROOT_ENV
 
@@ -112,7 +112,7 @@ def test_tools_list_fits_an_agents_context_and_each_definition_is_documented_onc
         return listed, full
 
     listed, full = session(work)
-    assert len(listed.model_dump_json(by_alias=True, exclude_none=True)) <= 25_000
+    assert len(listed.model_dump_json(by_alias=True, exclude_none=True)) <= TOOLS_LIST_CHARACTERS
     wire = {tool.name: tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in listed.tools}
     text = json.dumps(wire)
     assert text.count("A reward from the project's registry") == 1, "RewardSpec's descriptions are published once"

@@ -148,9 +148,10 @@ def read_reasons(report: InspectionReport) -> list[str]:
             "re-scored, nothing is read again) or, if you misread the sample, amend your label with the reason."
         )
     labelled = max(1, len(review.labels))
-    if len(review.amendments) > MAX_AMENDED_SHARE * labelled:
+    amended = len({amendment.sample_id for amendment in review.amendments})
+    if amended > MAX_AMENDED_SHARE * labelled:
         reasons.append(
-            f"{len(review.amendments)} labels amended, more than {MAX_AMENDED_SHARE:.0%} of the {labelled} read: "
+            f"{amended} samples' labels amended, more than {MAX_AMENDED_SHARE:.0%} of the {labelled} read: "
             "that many misreads means the read is not one. Fix the rewards where they disagree, and read again."
         )
     for agree in review.agreement:

@@ -108,8 +108,15 @@ def record_review(request: ReviewRequest) -> InspectionReport:
         report = load_report(request.report_id)
         _check_request(request, report)
         if request.accept_unread:
+            if report.review is not None and report.review.labels:
+                raise SkillError(
+                    f"Inspection {report.id} carries {len(report.review.labels)} samples' blind labels: it was read.",
+                    "Finish the read (fix the disagreeing rewards and inspect with samples_of, or amend misreads); "
+                    "to train unread, accept_unread on a new inspection.",
+                )
             return _accept_unread(report, request)
-        review = report.review or Review(reviewer=request.reviewer, reviewer_kind=request.reviewer_kind)
+        read = report.review is not None and not report.review.accept_unread  # a read replaces an unread acceptance
+        review = report.review if read else Review(reviewer=request.reviewer, reviewer_kind=request.reviewer_kind)
         new = _add_labels(review, request)
         report.review = review
         review.disagreements, review.agreement = compare(report)  # the reveal of these labels, before amendments

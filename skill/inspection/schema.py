@@ -26,17 +26,15 @@ class SuppliedSample(BaseModel):
 
 
 class GenerateSamples(BaseModel):
-    """Sample the policy on the task's prompts (the sampling module route_check uses)."""
+    """Sample the policy as route_check's probe does."""
 
     model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     model: str = Field(default=EMBEDDED_MODEL_ID, description="A hub id, a local model directory or the embedded id.")
     rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and reward columns.")
-    dataset: DatasetSpec | None = Field(
-        default=None, description="The task's data as emit_grpo_config takes it; a bare name is taken as its 'name'."
-    )
+    dataset: DatasetSpec | None = None
     prompt_column: str = Field(default="prompt", description="The prompt's column in rows (a dataset names its own).")
-    engine: SamplingEngine = Field(default_factory=SamplingEngine, description="Which engine samples.")
+    engine: SamplingEngine = Field(default_factory=SamplingEngine)
     num_prompts: int = Field(default=8, gt=0)
     n: int = Field(default=8, gt=0, description="Completions per prompt.")
     temperature: float = Field(default=1.0, gt=0)
@@ -63,16 +61,12 @@ class InspectionRequest(BaseModel):
     rewards: list[RewardSpec] = Field(min_length=1)
     samples: list[SuppliedSample] | None = None
     route_decision_id: str | None = Field(default=None, description="Reuse a route_check probe's samples.")
-    samples_of: str | None = Field(
-        default=None,
-        description="Reuse an earlier inspection's samples: a fixed reward is re-scored on them and their labels "
-        "carry over, with no new sampling and no re-read.",
-    )
+    samples_of: str | None = Field(default=None, description="Reuse an earlier inspection's samples and labels.")
     generate: GenerateSamples | None = None
     tokenizer: str | None = Field(
         default=None,
-        description="The model whose tokenizer gives rewards their completion_ids: the embedded id, a local directory "
-        "or a hub id already cached (nothing is fetched). Default: generate's model; else pseudo-ids, 1 per 4 chars.",
+        description="The model whose tokenizer gives rewards their completion_ids (default: generate's model; else "
+        "pseudo-ids, 1 per 4 characters).",
     )
 
     @model_validator(mode="after")
@@ -235,14 +229,14 @@ class InspectionReport(BaseModel):
 
 
 class AmendmentRequest(BaseModel):
-    """Change a blind label after the reveal (a misread), with the reason."""
+    """A blind label changed after the reveal (a misread), with the reason."""
 
     model_config = ConfigDict(extra="forbid")
 
     sample_id: int
-    role: str = Field(description="The role whose label changes: correctness, format or judge.")
+    role: str
     label: Label
-    reason: str = Field(min_length=1, description="Why the first label was a misread.")
+    reason: str = Field(min_length=1)
 
 
 class ReviewRequest(BaseModel):
@@ -253,16 +247,13 @@ class ReviewRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
     report_id: str
-    reviewer: str = Field(description="Who read the samples: a person's name, an agent's, or a program's.")
+    reviewer: str = Field(description="Who read: a person's, an agent's or a program's name.")
     reviewer_kind: ReviewerKind = "human"
     labels: dict[int, dict[str, Label]] = Field(
         default_factory=dict,
-        description="sample id -> {role: 'pass' | 'fail' | 'unsure'}, your own judgment with no score seen, for "
-        "every role the report reads (read_roles).",
+        description="sample id -> {role: pass | fail | unsure} for each of the report's read_roles.",
     )
-    amendments: list[AmendmentRequest] = Field(
-        default_factory=list, description="After the reveal: labels you misread, each with its reason."
-    )
+    amendments: list[AmendmentRequest] = Field(default_factory=list, description="After the reveal: misread labels.")
     accept_unread: bool = Field(
         default=False,
         description="Train on these rewards without a read: opens the gate as 'reward not reviewed', stamped on "

@@ -43,15 +43,9 @@ class ProbeSpec(BaseModel):
     )
     prompts: list[Prompt] | None = Field(default=None, description="Prompts (text or chat messages), no columns.")
     rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and verifier columns.")
-    dataset: DatasetSpec | None = Field(
-        default=None,
-        description="The task's data as emit_grpo_config takes it (hub id or file, config, split, prompt template or "
-        "column, answer column with its extractor); a bare name is taken as its 'name'.",
-    )
+    dataset: DatasetSpec | None = Field(default=None, description="The task's data, as emit_grpo_config takes it.")
     prompt_column: str = Field(default="prompt", description="The prompt's column in rows (a dataset names its own).")
-    engine: SamplingEngine = Field(
-        default_factory=SamplingEngine, description="Which engine samples (transformers, vLLM or your endpoint)."
-    )
+    engine: SamplingEngine = Field(default_factory=SamplingEngine)
     num_prompts: int = Field(
         default=DEFAULT_PROBE[0],
         gt=0,

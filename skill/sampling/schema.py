@@ -31,12 +31,8 @@ class SamplingEngine(BaseModel):
         description="'auto': vLLM when installed with a CUDA GPU present, else transformers (GPU in bf16 when "
         "present). 'endpoint': an OpenAI-compatible completions server you run (base_url).",
     )
-    base_url: str | None = Field(
-        default=None, description="The endpoint's API root, e.g. 'http://127.0.0.1:8000/v1' (kind='endpoint')."
-    )
-    served_model: str | None = Field(
-        default=None, description="The model name the endpoint serves (default: the model as sent)."
-    )
+    base_url: str | None = Field(default=None, description="An endpoint's API root: 'http://127.0.0.1:8000/v1'.")
+    served_model: str | None = Field(default=None, description="Its name for the model (default: the model).")
     api_key_env: str = Field(
         default=API_KEY_ENV, description="Environment variable holding the endpoint's API key (none needed if unset)."
     )
