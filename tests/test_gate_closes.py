@@ -184,7 +184,11 @@ def test_6_accept_all_never_passes_and_unread_training_is_stamped(tiny_model_dir
         open_gate(rewards)
     with pytest.raises(SkillError, match="accept_unread needs a reason"):
         record_review(ReviewRequest(report_id=report.id, reviewer="bot", accept_unread=True))
-    cli = grpo_rlvr("review", report.id, "--reviewer", "bot", "--kind", "agent", "--accept-unread", "a smoke test")
+    refused = grpo_rlvr("review", report.id, "--reviewer", "bot", "--kind", "agent", "--accept-unread", "a smoke test")
+    assert refused.returncode == 2 and "blind labels: it was read" in refused.stderr, refused.stdout + refused.stderr
+    # Training unread is said on an inspection nobody labelled: the same samples, inspected again.
+    again = inspect_rewards(InspectionRequest(rewards=rewards, samples=number_samples(seed=63)))
+    cli = grpo_rlvr("review", again.id, "--reviewer", "bot", "--kind", "agent", "--accept-unread", "a smoke test")
     assert cli.returncode == 0 and "verdict accepted_unread" in cli.stdout, cli.stdout + cli.stderr
     gate = open_gate(rewards)
     assert not gate.reviewed and gate.stamp.startswith(f"{NOT_REVIEWED}: accepted unread by agent bot (a smoke test)")

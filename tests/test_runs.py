@@ -147,7 +147,8 @@ def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dat
     card = (directory / "final" / "README.md").read_text()
     assert "Inspection: insp-" in card and "not reviewed" not in card
     header = json.loads((directory / "metrics.header.json").read_text())
-    assert header["reviewed"] is True and header["reward_review"].startswith("reviewed: human tester read and labelled")
+    assert header["reviewed"] is True
+    assert header["reward_review"].startswith("reviewed: program tester labelled 60 samples blind")
     assert header["max_steps"] == 3  # the trainer's planned length, which run_status reads for epoch-based runs
     assert status.reward_review == header["reward_review"]
     card_recipe = json.loads(card.split("```json", 1)[1].split("```", 1)[0])
