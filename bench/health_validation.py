@@ -15,7 +15,6 @@ import argparse
 import json
 from collections import defaultdict
 
-from skill.runs.health import diagnose
 from skill.runs.labelled_series import validation_set
 
 
@@ -25,9 +24,7 @@ def run(seeds: int = 10, healthy_seeds: int = 10) -> dict:
     table: dict[str, dict] = defaultdict(lambda: {"runs": 0, "detected": 0, "named_first": 0, "false_alarms": 0})
     alarms: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for labelled in validation_set(seeds, healthy_seeds):
-        warnings = diagnose(
-            labelled.metrics, labelled.rewards, labelled.max_completion_length, labelled.shape, labelled.max_steps
-        )
+        warnings = labelled.diagnose()
         codes = [w.code for w in warnings]
         row = table[labelled.label]
         row["runs"] += 1
@@ -66,13 +63,7 @@ def live_false_alarms(seeds: int = 3, healthy_seeds: int = 5, every: int = 2) ->
             continue
         raised: set[str] = set()
         for end in range(3, len(labelled.metrics) + 1, every):
-            warnings = diagnose(
-                labelled.metrics[:end],
-                labelled.rewards,
-                labelled.max_completion_length,
-                labelled.shape,
-                labelled.max_steps,
-            )
+            warnings = labelled.diagnose(rows=end)
             raised |= {w.code for w in warnings}
             reads += 1
             alarmed_reads += bool(warnings)

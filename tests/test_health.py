@@ -341,6 +341,62 @@ def test_clip_saturation():
     assert diagnose(run(**{"clip_ratio__region_mean": [0.04] * N}), EQUAL) == []
 
 
+GSPO = {"importance_sampling_level": "sequence", "loss_type": "dapo"}
+GAP = "sampling__sampling_logp_difference__mean"
+
+
+def test_a_symptom_never_suggests_the_loss_the_run_already_trains_with():
+    norms = [0.5 * (1.2 if i % 3 else 0.8) for i in range(N)]
+    norms[25] *= 150
+    spiky = run(grad_norm=norms)
+    # Spikes call for GSPO; under GSPO already, for SAPO's soft gate; under SAPO, for a lower learning rate.
+    assert diagnose(spiky, EQUAL)[0].suggested_variant == "gspo"
+    [under_gspo] = diagnose(spiky, EQUAL, trl=GSPO)
+    assert (under_gspo.symptom, under_gspo.suggested_variant) == ("instability_despite_gspo", "sapo")
+    [under_sapo] = diagnose(spiky, EQUAL, trl={"loss_type": "sapo"})
+    assert under_sapo.suggested_variant is None and "learning_rate" in under_sapo.suggested_change
+    saturated = run(**{"clip_ratio__region_mean": ramp(0.05, 0.35, clamp=False)})
+    assert diagnose(saturated, EQUAL, trl=GSPO)[0].suggested_variant == "sapo"
+
+
+def test_training_inference_mismatch():
+    # Healthy pairs hold ~0.011 nats per token (vllm-project/vime#64); a drift past 0.03 that doubled is flagged.
+    drifting = run(**{GAP: ramp(0.011, 0.06, noise=0.002, clamp=False)})
+    [warning] = diagnose(drifting, EQUAL, trl={"use_vllm": True})
+    assert (warning.code, warning.suggested_variant, warning.severity) == (
+        "training_inference_mismatch",
+        "vespo",
+        "warning",
+    )
+    assert warning.evidence["logp_difference_last"] == pytest.approx(0.06, rel=0.1)
+    assert diagnose(run(**{GAP: ramp(0.011, 0.013, noise=0.001, clamp=False)}), EQUAL) == []
+    assert diagnose(run(**{GAP: ramp(0.035, 0.04, noise=0.001, clamp=False)}), EQUAL) == []  # high but steady
+    [severe] = diagnose(run(**{GAP: ramp(0.12, 0.13, clamp=False)}), EQUAL)
+    assert severe.severity == "critical"
+    [on_vespo] = diagnose(drifting, EQUAL, trl={"loss_type": "vespo"})
+    assert on_vespo.suggested_variant is None and "dtype" in on_vespo.suggested_change
+
+
+def test_rare_tokens_clipped_at_the_upper_bound():
+    skewed = run(clip_ratio__low_mean=[0.002] * N, clip_ratio__high_mean=ramp(0.01, 0.03, clamp=False))
+    [warning] = diagnose(skewed, EQUAL)
+    assert (warning.code, warning.suggested_variant) == ("rare_tokens_clipped", "cispo")
+    assert diagnose(run(clip_ratio__low_mean=[0.01] * N, clip_ratio__high_mean=[0.012] * N), EQUAL) == []
+    assert diagnose(skewed, EQUAL, trl={"loss_type": "cispo"}) == []
+
+
+def test_length_collapse_under_sequence_ratios():
+    shrinking = run(completions__mean_length=ramp(400, 120, clamp=False), **{CORRECT_: [0.3] * N, FORMAT_: [0.9] * N})
+    warning = diagnose(shrinking, CORRECTNESS_LED, trl=GSPO)[0]  # ahead of the plateau it explains
+    assert (warning.code, warning.suggested_variant) == ("length_collapse", "luspo")
+    assert "length_collapse" not in codes(diagnose(shrinking, CORRECTNESS_LED))  # token ratios: not GSPO's bias
+    assert "length_collapse" not in codes(diagnose(shrinking, CORRECTNESS_LED, trl=GSPO | {"loss_type": "luspo"}))
+    learning = run(
+        completions__mean_length=ramp(400, 120, clamp=False), **{CORRECT_: ramp(0.1, 0.8), FORMAT_: [0.9] * N}
+    )
+    assert diagnose(learning, CORRECTNESS_LED, trl=GSPO) == []  # shorter and better: conciseness
+
+
 def test_a_format_reward_carrying_the_variance_is_named_not_a_plateau():
     metrics = run(
         rewards__format__mean=[0.5] * N,

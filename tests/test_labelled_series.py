@@ -21,6 +21,11 @@ TRL_KEYS = {  # what GRPOTrainer 1.16 logs for two reward functions, beta > 0, p
     "completions/clipped_ratio", "rewards/format/mean", "rewards/format/std", "rewards/exact_match/mean",
     "rewards/exact_match/std", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean",
 }  # fmt: skip
+SAMPLING_KEYS = {  # and on the vLLM path with importance-sampling correction
+    "sampling/sampling_logp_difference/mean", "sampling/sampling_logp_difference/max",
+    "sampling/importance_sampling_ratio/min", "sampling/importance_sampling_ratio/mean",
+    "sampling/importance_sampling_ratio/max",
+}  # fmt: skip
 
 
 def load_bench():
@@ -31,12 +36,7 @@ def load_bench():
 
 
 def check(labelled):
-    return [
-        w.code
-        for w in diagnose(
-            labelled.metrics, labelled.rewards, labelled.max_completion_length, labelled.shape, labelled.max_steps
-        )
-    ]
+    return [w.code for w in labelled.diagnose()]
 
 
 def test_series_are_shaped_like_trl_logs():
@@ -46,7 +46,7 @@ def test_series_are_shaped_like_trl_logs():
     assert [row["step"] for row in training] == list(range(1, 41))
     assert [row["step"] for row in held_out] == [0, 5, 10, 15, 20, 25, 30, 35, 40]  # before step 1, then every 5
     keys = set(training[0]) - {"step", "time"}
-    assert keys - {"kl"} <= TRL_KEYS and TRL_KEYS - {"kl"} <= keys
+    assert keys - {"kl"} - SAMPLING_KEYS <= TRL_KEYS and TRL_KEYS - {"kl"} <= keys
     assert {"eval_rewards/exact_match/mean", "eval_reward", "eval_completions/mean_length"} <= set(held_out[0])
     for row in training:
         assert 0 <= row["frac_reward_zero_std"] <= 1 and 0 <= row["completions/clipped_ratio"] <= 1

@@ -118,13 +118,14 @@ def entropy_collapse(view: RunView) -> HealthWarning | None:
     )
 
 
-def still_learning(view: RunView) -> bool:
-    """A correctness signal rises beyond its noise: falling entropy is the policy narrowing onto what scores,
-    not the stall that collapse causes (that stall shows as flat correctness and uniform groups)."""
+def still_learning(view: RunView, z: float = 1.0) -> bool:
+    """A correctness signal rises beyond ``z`` standard errors over the later half: falling entropy is the policy
+    narrowing onto what scores, not the stall that collapse causes (that stall shows as flat correctness and
+    uniform groups)."""
     later_half = view.metrics[len(view.metrics) // 2 :]  # progress now, not a rise that has since stalled
     for _label, key, _maximum in correctness_series(view):
         trend = trend_of(later_half, key, samples=view.samples())
-        if trend is not None and rises(trend, z=1.0):
+        if trend is not None and rises(trend, z=z):
             return True
     return False
 
@@ -177,10 +178,19 @@ def gradient_spikes(view: RunView) -> HealthWarning | None:
         "critical" if len(spikes) >= SPIKES_CRITICAL else "warning",
         f"grad_norm spiked {len(spikes)} time(s) to {SPIKE_RATIO:g}x or more its running median (worst "
         f"{worst[1]:.0f}x at step {worst[0]}): single batches are pushing the policy hard.",
-        "instability",
+        instability_symptom(view, "instability"),
         evidence={"spikes": len(spikes), "worst_ratio": worst[1], "worst_step": worst[0]},
         change="Lower learning_rate (halve it); keep max_grad_norm at 1.0 or below.",
     )
+
+
+def instability_symptom(view: RunView, symptom: str) -> str | None:
+    """What an unstable run calls for, given the loss it already trains with: GSPO's sequence ratios first
+    (``symptom``); under sequence ratios already, SAPO's soft gate; under SAPO, no variant is left (the learning
+    rate is)."""
+    if view.loss_type() == "sapo":
+        return None
+    return "instability_despite_gspo" if view.sequence_ratios() else symptom
 
 
 def vanishing_gradients(view: RunView, zero_std_recent: float | None) -> HealthWarning | None:
@@ -214,7 +224,7 @@ def clip_saturation(view: RunView) -> HealthWarning | None:
         "warning",
         f"{region:.0%} of tokens have their importance ratio clipped: the policy moves too far between the "
         "generation and the update, and the clip, not the advantage, sets the step.",
-        "multi_step_instability",
+        instability_symptom(view, "multi_step_instability"),
         evidence={"clip_ratio_recent": region},
         change="Lower num_iterations (or steps_per_generation) or the learning rate.",
     )

@@ -23,13 +23,14 @@ from __future__ import annotations
 from typing import Any
 
 from skill.rewards.spec import RewardSpec
-from skill.runs import dynamics_checks, reward_checks
+from skill.runs import dynamics_checks, loss_checks, reward_checks
 from skill.runs.health_warning import HealthWarning, RunView
 from skill.runs.series import BatchShape, recent_mean
 
 # Most likely cause first: a broken reward makes every curve a lie; no signal means nothing else can move; a
 # reward the policy games (format over correctness, length, held-out falling) explains flat or falling
-# correctness; then how the optimiser behaves; a plateau is what is left when nothing explains it.
+# correctness; a sampler that disagrees with the trainer makes the optimiser's curves (spikes, clipping) its
+# consequence; then how the optimiser behaves; a plateau is what is left when nothing explains it.
 CAUSE_ORDER = (
     "reward_failures",
     "no_learning_signal_all_fail",
@@ -39,9 +40,12 @@ CAUSE_ORDER = (
     "heldout_divergence",
     "reward_composition",
     "clipped_completions",
+    "training_inference_mismatch",
+    "length_collapse",
     "kl_blowup",
     "gradient_spikes",
     "clip_saturation",
+    "rare_tokens_clipped",
     "entropy_collapse",
     "vanishing_gradients",
     "reward_plateau",
@@ -59,9 +63,11 @@ def diagnose(
     max_completion_length: int | None = None,
     shape: BatchShape | None = None,
     max_steps: int | None = None,
+    trl: dict[str, Any] | None = None,
 ) -> list[HealthWarning]:
     """What is going wrong in a run, from the metric points logged so far (one dict per logged step, in order;
-    held-out ``eval_*`` rows among them), the single most likely cause first (CAUSE_ORDER).
+    held-out ``eval_*`` rows among them), the single most likely cause first (CAUSE_ORDER). ``trl``, the recipe's
+    GRPOConfig kwargs, says which loss the run already trains with, so no warning suggests the loss it is on.
 
     A plateau is not reported on top of a likelier cause (no learning signal, a divergence from correctness or
     from the held-out score, length growth, a reward carrying the variance) nor for a reward that is failing
@@ -73,7 +79,7 @@ def diagnose(
     >>> diagnose(flat[:2], [])
     []
     """
-    view = RunView(metrics, rewards, shape, max_completion_length, max_steps)
+    view = RunView(metrics, rewards, shape, max_completion_length, max_steps, trl)
     failing = reward_checks.failing_rewards(metrics)
     correct = reward_checks.correctness_series(view)
     signal = reward_checks.no_learning_signal(view, correct)
@@ -90,6 +96,9 @@ def diagnose(
         dynamics_checks.gradient_spikes(view),
         dynamics_checks.vanishing_gradients(view, zero_std),
         dynamics_checks.clip_saturation(view),
+        loss_checks.training_inference_mismatch(view),
+        loss_checks.rare_tokens_clipped(view),
+        loss_checks.length_collapse(view),
     )
     found += [w for w in optional if w]
     if signal is None and not explained:

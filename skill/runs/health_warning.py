@@ -33,15 +33,34 @@ class HealthWarning(BaseModel):
     evidence: dict[str, float] = Field(default_factory=dict, description="Window means, ratios, standard errors.")
 
 
+# TRL 1.16's GRPOConfig defaults for the two fields that change what a symptom calls for.
+TRL_DEFAULT_LOSS = "dapo"
+TRL_DEFAULT_RATIO_LEVEL = "token"
+
+
 class RunView(NamedTuple):
     """What a check reads: the logged points (training rows and held-out ``eval_*`` rows, in order), the reward
-    specs, the batch shape when known (sets the noise floors) and the run's length limits."""
+    specs, the batch shape when known (sets the noise floors), the run's length limits and its GRPOConfig kwargs
+    (which loss it already trains with decides which variant a symptom calls for)."""
 
     metrics: list[dict[str, Any]]
     rewards: list[RewardSpec]
     shape: BatchShape | None = None
     max_completion_length: int | None = None
     max_steps: int | None = None
+    trl: dict[str, Any] | None = None
+
+    def loss_type(self) -> str:
+        """The run's loss_type (TRL's default where the recipe leaves it).
+
+        >>> RunView([], [], trl={"loss_type": "cispo"}).loss_type(), RunView([], []).loss_type()
+        ('cispo', 'dapo')
+        """
+        return (self.trl or {}).get("loss_type") or TRL_DEFAULT_LOSS
+
+    def sequence_ratios(self) -> bool:
+        """Whether the run clips one importance ratio per sequence (GSPO's importance_sampling_level)."""
+        return ((self.trl or {}).get("importance_sampling_level") or TRL_DEFAULT_RATIO_LEVEL) == "sequence"
 
     def samples(self) -> int | None:
         """Completions behind one training point, when the shape is known."""

@@ -152,7 +152,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         trl = recipe.trl
         # A run that ended (cancelled or failed too) is judged at its own end, not at a share of a plan it left.
         end = step if record.state in FINAL_STATES else planned
-        warnings = diagnose(metrics, recipe.rewards, trl.get("max_completion_length"), shape, end)
+        warnings = diagnose(metrics, recipe.rewards, trl.get("max_completion_length"), shape, end, trl)
     health = [w.model_dump() for w in warnings]
     paths = {
         name: str(directory / name)

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from skill.rewards.spec import RewardSpec
+from skill.runs.health import diagnose
+from skill.runs.health_warning import HealthWarning
 from skill.runs.series import BatchShape
 
 Curve = Callable[[float], float]  # progress u in [0, 1] -> value
@@ -50,7 +52,13 @@ EXPECTED = {
     "format_dominates": "reward_composition",
     "plateau": "reward_plateau",
     "reward_failures": "reward_failures",
+    "training_inference_mismatch": "training_inference_mismatch",
+    "rare_tokens_clipped": "rare_tokens_clipped",
+    "length_collapse_under_gspo": "length_collapse",
+    "gradient_spike_under_gspo": "gradient_spikes",
 }
+# What the run already trains with, where a label's failure depends on it (the symptom then calls for another loss).
+SEQUENCE_RATIOS = {"importance_sampling_level": "sequence", "epsilon": 3e-4, "epsilon_high": 4e-4}
 LENGTHS = (20, 40, 100, 200)
 
 
@@ -65,6 +73,13 @@ class LabelledRun(NamedTuple):
     shape: BatchShape
     max_completion_length: int
     max_steps: int
+    trl: dict[str, Any] | None = None
+
+    def diagnose(self, rows: int | None = None) -> list[HealthWarning]:
+        """What run health says of this run, from its first ``rows`` logged rows (all by default), read as
+        run_status reads a run: with its shape, limits, planned length and loss."""
+        metrics = self.metrics if rows is None else self.metrics[:rows]
+        return diagnose(metrics, self.rewards, self.max_completion_length, self.shape, self.max_steps, self.trl)
 
 
 def linear(a: float, b: float) -> Curve:
@@ -119,6 +134,47 @@ def healthy_profile(rng: random.Random) -> dict[str, Any]:
     }
 
 
+def healthy_loss_profile(rng: random.Random) -> dict[str, Any]:
+    """What a healthy run shows of its loss and sampler: half sample with vLLM and log its log-prob gap to the
+    trainer (flat near 0.011 nats, vllm-project/vime#64), a third clip per sequence (GSPO), and the clipped tokens
+    split between the lower and upper bound. Drawn from its own stream, so the other curves keep their draws."""
+    gap = rng.uniform(0.006, 0.016)
+    return {
+        "logp_gap": linear(gap, gap * rng.uniform(0.8, 1.3)) if rng.random() < 0.5 else None,
+        "clip_high_share": rng.uniform(0.3, 0.7),
+        "trl": dict(SEQUENCE_RATIOS) if rng.random() < 1 / 3 else {},
+    }
+
+
+def _loss_failure_overrides(label: str, rng: random.Random, base: dict[str, Any]) -> dict[str, Any]:
+    """The curves of the failures that depend on the run's loss or sampler, from the loss stream."""
+    u = rng.uniform
+    c0 = u(0.15, 0.3)
+    profiles: dict[str, Callable[[], dict[str, Any]]] = {
+        # The gap grows multiplicatively (the vime#64 drift: 0.011 -> 0.036 in 30 steps), gradients follow.
+        "training_inference_mismatch": lambda: {
+            "logp_gap": decay(u(0.008, 0.015), u(0.05, 0.2)),
+            "spikes": rng.randint(0, 2),
+            "spike_ratio": u(15, 60),
+        },
+        "rare_tokens_clipped": lambda: {"clip": linear(u(0.01, 0.03), u(0.02, 0.08)), "clip_high_share": u(0.85, 0.95)},
+        "length_collapse_under_gspo": lambda: {
+            "trl": dict(SEQUENCE_RATIOS),
+            "length": decay(length := u(150, 600), length * u(0.15, 0.45)),
+            "max_len": int(length * 3),
+            "format": linear(u(0.85, 0.95), u(0.9, 0.98)),  # learned already: the answers only get shorter
+            "correct": rise_then_flat(c0, c0 + (stall := u(0.03, 0.1)), 0.3),
+            "heldout": rise_then_flat(c0, c0 + stall, 0.3),
+        },
+        "gradient_spike_under_gspo": lambda: {
+            "trl": dict(SEQUENCE_RATIOS),
+            "spikes": rng.randint(1, 3),
+            "spike_ratio": u(50, 200),
+        },
+    }
+    return base | profiles[label]() if label in profiles else base
+
+
 def _failure_overrides(label: str, rng: random.Random, base: dict[str, Any]) -> dict[str, Any]:
     """The curves that make ``label``: each failure changes what it is about and leaves the rest healthy."""
     u = rng.uniform
@@ -167,7 +223,7 @@ def _failure_overrides(label: str, rng: random.Random, base: dict[str, Any]) -> 
         },
         "reward_failures": lambda: {"failure_rate": linear(0.0, u(0.15, 0.3))},
     }
-    return base | profiles[label]()
+    return base | profiles[label]() if label in profiles else base
 
 
 def _reward_rows(
@@ -213,13 +269,30 @@ def _training_row(rng: random.Random, profile: dict[str, Any], step: int, steps:
     if profile["kl"] is not None:
         row["kl"] = profile["kl"](u) * math.exp(rng.gauss(0, 0.1))
     clip = profile["clip"](u) * math.exp(rng.gauss(0, 0.2)) if profile["clip"] is not None else 0.0
-    row |= {"clip_ratio/low_mean": clip / 2, "clip_ratio/high_mean": clip / 2, "clip_ratio/region_mean": clip}
+    high = clip * profile.get("clip_high_share", 0.5)
+    row |= {"clip_ratio/low_mean": clip - high, "clip_ratio/high_mean": high, "clip_ratio/region_mean": clip}
+    if profile.get("logp_gap") is not None:
+        row |= _sampling_rows(profile["sampling_rng"], profile["logp_gap"](u))
     rate = profile.get("failure_rate")
     if rate is not None:
         failed = sum(rng.random() < rate(u) for _ in range(shape.completions)) / shape.completions
         row["rewards/exact_match/failure_rate"] = failed
         row["rewards/format/failure_rate"] = 0.0
     return row
+
+
+def _sampling_rows(rng: random.Random, gap: float) -> dict[str, float]:
+    """What GRPOTrainer logs on the vLLM path with importance-sampling correction, for a mean per-token log-prob gap
+    ``gap``: the gap's mean and max over tokens, and the token ratios (token_truncate, capped at 3.0)."""
+    mean = gap * math.exp(rng.gauss(0, 0.1))
+    worst = mean * rng.uniform(15, 40)
+    return {
+        "sampling/sampling_logp_difference/mean": mean,
+        "sampling/sampling_logp_difference/max": worst,
+        "sampling/importance_sampling_ratio/min": math.exp(-worst),
+        "sampling/importance_sampling_ratio/mean": 1.0 + rng.gauss(0, mean),
+        "sampling/importance_sampling_ratio/max": min(3.0, math.exp(worst)),
+    }
 
 
 def _eval_row(rng: random.Random, profile: dict[str, Any], step: int, steps: int, shape: BatchShape) -> dict:
@@ -235,6 +308,7 @@ def simulate(
     rng = random.Random(seed)
     profile = dict(profile)
     profile["eval_offsets"] = [rng.gauss(0, 1.0) for _ in range(shape.eval_prompts)]
+    profile["sampling_rng"] = random.Random(seed + 1)  # its own stream: runs without vLLM rows keep their draws
     spiky = list(range(max(2, steps // 4), steps + 1))
     chosen = rng.sample(spiky, min(len(spiky), profile.get("spikes", 0)))
     profile["spike_at"] = {step: profile.get("spike_ratio", 1.0) for step in chosen}
@@ -265,15 +339,24 @@ def run_shape(seed: int, eval_prompts: int = 16, eval_generations: int = 2) -> B
 def labelled_run(label: str, seed: int, steps: int = 40, shape: BatchShape | None = None) -> LabelledRun:
     """One run: ``label`` 'healthy' or a key of EXPECTED, its curves drawn from ``seed``."""
     rng = random.Random(seed * 7919 + sum(map(ord, label)))
-    profile = healthy_profile(rng)
+    loss_rng = random.Random(seed * 104_729 + sum(map(ord, label)))
+    profile = healthy_profile(rng) | healthy_loss_profile(loss_rng)
     if label != "healthy":
-        profile = _failure_overrides(label, rng, profile)
+        profile = _loss_failure_overrides(label, loss_rng, _failure_overrides(label, rng, profile))
     shape = shape or run_shape(seed)
     eval_every = max(1, steps // 8)
     metrics = simulate(profile, steps, shape, eval_every, seed)
     expected = EXPECTED.get(label)
     return LabelledRun(
-        label, expected, seed, metrics, rewards_for(profile["weights"]), shape, profile["max_len"], steps
+        label,
+        expected,
+        seed,
+        metrics,
+        rewards_for(profile["weights"]),
+        shape,
+        profile["max_len"],
+        steps,
+        profile["trl"],
     )
 
 
