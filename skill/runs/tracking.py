@@ -116,17 +116,21 @@ def where_it_shows(tracker: str, run_id: str, environment: Mapping[str, str]) ->
     )
 
 
-def start_tracking(run_dir: Path, recipe: GRPORecipe, writer: bool) -> dict[str, Any]:
+def start_tracking(run_dir: Path, trl: dict[str, Any], writer: bool) -> dict[str, Any]:
     """Set the trackers' environment in this (the worker's) process, record where they show the run
     (tracking.json, rank 0), and return the GRPOConfig values the runner sets for them (project, run_name).
-    Call before anything imports TRL's trainer, which imports the tracker."""
-    trackers = trackers_of(recipe.trl.get("report_to"))
+    Call before anything imports TRL's trainer, which imports the tracker. ``trl``: the recipe's GRPOConfig kwargs.
+
+    >>> start_tracking(Path("/s/runs/r1"), {"report_to": "none"}, writer=True)
+    {}
+    """
+    trackers = trackers_of(trl.get("report_to"))
     if not trackers:
         return {}
     environment = tracker_environment(run_dir, trackers, os.environ)
     os.environ.update(environment)
     if writer:
-        space = recipe.trl.get("trackio_space_id")  # the caller's Space, when the recipe names one
+        space = trl.get("trackio_space_id")  # the caller's Space, when the recipe names one
         shown_in = {**os.environ, **({"TRACKIO_SPACE_ID": space} if space else {})}
         shown = [where_it_shows(tracker, run_dir.name, shown_in).model_dump() for tracker in trackers]
         (run_dir / TRACKING_FILE).write_text(json.dumps(shown, indent=1))
@@ -134,7 +138,11 @@ def start_tracking(run_dir: Path, recipe: GRPORecipe, writer: bool) -> dict[str,
 
 
 def read_tracking(run_dir: Path) -> list[Tracking]:
-    """Where the run's trackers show it, as its worker recorded it ([] before it starts, or with no tracker)."""
+    """Where the run's trackers show it, as its worker recorded it ([] before it starts, or with no tracker).
+
+    >>> read_tracking(Path("/nonexistent"))
+    []
+    """
     path = run_dir / TRACKING_FILE
     return [Tracking.model_validate(row) for row in json.loads(path.read_text())] if path.is_file() else []
 
@@ -150,7 +158,11 @@ def alert_text(warning: HealthWarning) -> str:
 
 
 def send_alert(tracker: str, warning: HealthWarning, step: int) -> str | None:
-    """Send one warning to one tracker; returns a note when it was not sent."""
+    """Send one warning to one tracker; returns a note when it was not sent.
+
+    >>> send_alert("tensorboard", HealthWarning(code="kl_blowup", severity="warning", message="KL climbing."), 3)
+    'tensorboard takes no alerts here (none in TensorBoard)'
+    """
     title, text = f"GRPO health: {warning.code}"[:WANDB_TITLE_LIMIT], alert_text(warning)
     if tracker == "trackio":
         import trackio
@@ -162,7 +174,7 @@ def send_alert(tracker: str, warning: HealthWarning, step: int) -> str | None:
         import wandb
 
         level = wandb.AlertLevel.ERROR if warning.severity == "critical" else wandb.AlertLevel.WARN
-        wandb.run.alert(title=title, text=f"{text} (step {step})", level=level, wait_duration=0)
+        wandb.run.alert(title=title, text=f"{text} (step {step})", level=level)
         return None
     return f"{tracker} takes no alerts here ({'offline' if tracker == 'wandb' else 'none in TensorBoard'})"
 

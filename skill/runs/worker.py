@@ -265,7 +265,7 @@ def stamp_reward_review(run_dir: Path, recipe: GRPORecipe, writer: bool) -> str:
 
 def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     writer = rank() == 0
-    tracking = start_tracking(run_dir, recipe, writer)  # before TRL's trainer imports the tracker
+    tracking = start_tracking(run_dir, recipe.trl, writer)  # before TRL's trainer imports the tracker
     from datasets import Dataset
     from trl import GRPOTrainer
 
