@@ -159,6 +159,8 @@ def test_a_trackio_run_gets_its_metrics_and_the_health_alert(
     shown_warning = next(w for w in status.health if w["code"] == "no_learning_signal_all_fail")
     assert alert["level"] == "error" and alert["text"].startswith(shown_warning["message"])  # critical -> error
     assert len(stored["alerts"]) == len({a["title"] for a in stored["alerts"]})  # each warning sent once
+    sent = [row["code"] for row in read_jsonl(run_dir("tracked-trackio") / "alerts.jsonl")]  # not resent on resume
+    assert sorted(sent) == sorted(alert["title"].removeprefix("GRPO health: ") for alert in stored["alerts"])
 
 
 @pytest.mark.slow

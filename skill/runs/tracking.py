@@ -15,7 +15,8 @@ Health warnings go to the tracker as alerts: after each logged step the worker r
 (skill.runs.health) on metrics.jsonl and sends each warning code once, with the text run_status shows (reading
 and checking 500 logged steps takes 12 ms, 2,000 take 48 ms: measured on this 2-core machine, 2026-12-05). trackio
 stores them with the run (``trackio.alert``); W&B online sends them (``wandb.alert``), offline W&B has no
-alerts (they are skipped, with a note); TensorBoard has no alerts at all.
+alerts (they are skipped, with a note); TensorBoard has no alerts at all. What was sent is kept in alerts.jsonl, so a
+resumed run does not send it again.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from skill.recipe.schema import GRPORecipe
 from skill.recipe.tracking import trackers_of
 from skill.runs.health import diagnose, shape_of, what_to_change
 from skill.runs.health_warning import HealthWarning
-from skill.runs.store import read_jsonl
+from skill.runs.store import append_jsonl, read_jsonl
 
 TRACKING_FILE = "tracking.json"
+ALERTS_FILE = "alerts.jsonl"  # the warning codes sent so far, one line each: a resumed attempt does not resend them
 WANDB_HOST = "api.wandb.ai"  # W&B's cloud API host, the machine wandb login writes to ~/.netrc
 WANDB_PROJECT = "grpo-rlvr"  # transformers' WandbCallback reads WANDB_PROJECT (default 'huggingface')
 WANDB_TITLE_LIMIT = 64  # wandb.alert: "The title of the alert, must be less than 64 characters long"
@@ -194,7 +196,7 @@ def make_alert_callback(run_dir: Path, recipe: GRPORecipe) -> Any:
         """After each log on rank 0: the health checks on the metrics so far, and a new warning as an alert."""
 
         def __init__(self) -> None:
-            self.sent: set[str] = set()
+            self.sent = {row["code"] for row in read_jsonl(run_dir / ALERTS_FILE)}  # a resumed run's, too
 
         def on_train_begin(self, args, state, control, **kwargs):
             if state.is_world_process_zero and "wandb" in trackers:
@@ -209,6 +211,7 @@ def make_alert_callback(run_dir: Path, recipe: GRPORecipe) -> Any:
                 if warning.code in self.sent:
                     continue
                 self.sent.add(warning.code)
+                append_jsonl(run_dir / ALERTS_FILE, {"step": state.global_step, "code": warning.code})
                 for tracker in trackers:
                     try:
                         note = send_alert(tracker, warning, state.global_step)
