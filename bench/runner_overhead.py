@@ -155,6 +155,9 @@ def measure(steps: int = 20, rounds: int = 2, processes: int = 1) -> dict[str, f
     """Median seconds per step of each side over interleaved rounds, and their ratio."""
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
     os.environ["GRPO_RLVR_HOME"] = str(work / "state")
+    # Both sides report to the recipe's tracker (trackio where installed): the bare script's files stay in the bench's
+    # own directory, not in the user's HF_HOME (where trackio writes without TRACKIO_DIR).
+    os.environ["TRACKIO_DIR"] = str(work / "trackio")
     from skill.runs.jobs import RunRequest, run_grpo, run_status
     from skill.runs.store import read_jsonl
 

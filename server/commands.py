@@ -100,6 +100,8 @@ def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
         request["symptoms"] = args.symptom
     if args.max_steps is not None:
         request["max_steps"] = args.max_steps
+    if args.report_to:
+        request["report_to"] = args.report_to
     for assignment in args.set or []:
         field, sep, value = assignment.partition("=")
         if not sep:
@@ -330,6 +332,9 @@ def _print_status(status: Any) -> None:
         print(f"  also: {warning['message']}")
     for name, path in status.paths.items():
         print(f"  {name}: {path}")
+    for shown in status.tracking:
+        opens = f"; open: {shown.command}" if shown.command else ""
+        print(f"  {shown.tracker}: {shown.location}{opens}" + (f" ({shown.note})" if shown.note else ""))
 
 
 def command_run(args: argparse.Namespace) -> None:

@@ -40,6 +40,9 @@ def isolated_state_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "grpo-rlvr-state"
     root.mkdir(exist_ok=True)
     os.environ[STATE_ROOT_ENV] = str(root)
+    # Recipes report to trackio by default: trainers the tests start outside the runner (rendered scripts, in-process
+    # trainers) write where runs do, not into the user's HF_HOME (trackio reads TRACKIO_DIR when first imported).
+    os.environ.setdefault("TRACKIO_DIR", str(root / "trackio"))
     os.environ.setdefault("GRPO_RLVR_REWARD_MODULES", "rewards_for_tests,flawed_rewards")
     # Test workers start runs side by side; the cap itself is tested with an explicit limit.
     os.environ.setdefault("GRPO_RLVR_MAX_RUNS", "16")

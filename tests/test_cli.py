@@ -34,6 +34,8 @@ def test_config_prints_json_a_recipe_can_be_read_from():
         "answer",
         "--set",
         "temperature=0.9",
+        "--report-to",
+        "wandb",
         "--output",
         "json",
     )
@@ -42,6 +44,7 @@ def test_config_prints_json_a_recipe_can_be_read_from():
     assert recipe["trl"]["temperature"] == 0.9
     assert recipe["trl"]["vllm_mode"] == "colocate"
     assert recipe["trl"]["reward_weights"] == [0.2, 1.0]
+    assert recipe["trl"]["report_to"] == "wandb" and "trackio_space_id" not in recipe["trl"]
 
 
 def test_config_reads_a_request_from_stdin_and_summarises():

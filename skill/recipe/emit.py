@@ -46,6 +46,7 @@ from skill.recipe.schema import (
     target_is_this_machine,
 )
 from skill.recipe.seed import CPU_SHORT_RUN, SEED
+from skill.recipe.tracking import Tracker, tracking_fields
 from skill.recipe.trl_contract import (
     build_grpo_config,
     check_field_names,
@@ -92,6 +93,7 @@ class RecipeRequest(BaseModel):
     evaluation: EvaluationPlan | None = Field(
         default=None, description="Held-out evaluation; by default chosen from run length and cost."
     )
+    report_to: Tracker | None = Field(default=None, description="Tracker; default trackio if installed, else none.")
 
     @field_validator("route_decision_id")
     @classmethod
@@ -316,6 +318,8 @@ def _decide_kwargs(
     build = _Builder()
     for field, (value, reason) in SEED.items():
         build.set(field, value, "seed", reason)
+    for field, value, source, reason in tracking_fields(request.report_to, SEED["report_to"][0]):
+        build.set(field, value, source, reason)
     _apply_hardware(
         build, request.hardware, parameters_b, request.method, recipe_transformers(request.hardware.accelerator)
     )

@@ -56,6 +56,14 @@ SET: dict[str, str] = {
     "use_bias_correction_kl": "True, stated: multiplies the KL by the ratio so its gradient is the unbiased "
     "reverse-KL one when beta > 0 (DeepSeek-V3.2, arXiv:2512.02556)",
     "log_completions": "False: the runner samples and stores completions itself",
+    # tracking (skill.recipe.tracking; the runner's side: skill.runs.tracking)
+    "report_to": "the request's tracker; by default trackio where it is installed (local, free, takes the health "
+    "warnings as alerts), else none: metrics.jsonl is always written",
+    "trackio_space_id": "None, stated with trackio: a Space id deploys a Hub dashboard, public by default; only on "
+    "the caller's request",
+    "project": "runner: the run's id, so each run is its own trackio project (transformers' default 'huggingface' "
+    "would pool every run)",
+    "run_name": "runner: the run's id, the name trackio and W&B show the run under",
     # TrainingArguments fields that change a GRPO run
     "learning_rate": "5e-7 seed (x10 for adapters, 1e-5 on CPU short runs): small steps near the inspected reward",
     "per_device_train_batch_size": "one group of 8 completions per device step",
@@ -142,15 +150,18 @@ LEFT: dict[str, str] = {
     "use_transformers_paged": "False: deprecated alias of continuous batching",
     "vllm_importance_sampling_cap": "None: deprecated alias of vllm_importance_sampling_clip_max, which is set",
     # TrainingArguments
-    "report_to": "'none' in the seed today; the tracker decision belongs to the tracking issue",
     "tf32": "None: PyTorch's matmul precision default; bf16 autocast already sets the GPU math",
     "logging_first_step": "False: logging_steps already logs step 1 on CPU",
     "data_seed": "None: data order follows seed",
     "full_determinism": "False: deterministic kernels cost speed and vLLM sampling is not deterministic anyway",
+    "trackio_static_space_id": "None: acts only on a Hub push or after a Space run, and these recipes do neither",
+    "trackio_bucket_id": "None: a bucket only backs a trackio Space",
 }
 
 # TrainingArguments fields that change a GRPO run: these must be decided too (present in every transformers the
-# project supports; activation_checkpointing is gradient_checkpointing's name from 5.23).
+# project supports; activation_checkpointing is gradient_checkpointing's name from 5.23). The tracker's: report_to,
+# and the fields TrackioCallback reads (project, run_name, trackio_*; transformers 5.x has no logging_dir: TensorBoard
+# reads TENSORBOARD_LOGGING_DIR, which the runner sets).
 TRAINING_ARGUMENTS = (
     "learning_rate",
     "per_device_train_batch_size",
@@ -168,6 +179,11 @@ TRAINING_ARGUMENTS = (
     "logging_steps",
     "logging_first_step",
     "report_to",
+    "project",
+    "run_name",
+    "trackio_space_id",
+    "trackio_static_space_id",
+    "trackio_bucket_id",
     "bf16",
     "fp16",
     "tf32",

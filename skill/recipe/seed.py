@@ -41,7 +41,11 @@ SEED: dict[str, tuple[Any, str]] = {
     "optim": ("adamw_torch", "AdamW with fp32 states"),
     "weight_decay": (0.0, "no weight decay: RL updates are small and regularised by the KL term"),
     "num_train_epochs": (1, "one pass over the prompts unless max_steps says otherwise"),
-    "report_to": ("none", "no external tracker; metrics are logged by the trainer and the runner"),
+    "report_to": (
+        "trackio",
+        "the local-first tracker TRL's documentation recommends, with alerts for the runner's health warnings; emit "
+        "falls back to 'none' where it is not installed (skill.recipe.tracking)",
+    ),
     "log_completions": (False, "the runner samples completions itself"),
     "disable_dropout": (True, "dropout makes policy and reference log-probs disagree on the same tokens"),
     "use_bias_correction_kl": (

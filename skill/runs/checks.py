@@ -22,6 +22,7 @@ from skill.models.sources import resolve_tokenizer_path
 from skill.recipe.group_arithmetic import check_group_arithmetic
 from skill.recipe.launch_commands import uses_vllm_server
 from skill.recipe.schema import GRPORecipe
+from skill.recipe.tracking import check_trackers_installed
 from skill.routing.route import load_route
 
 HELD_OUT_FRACTION = 0.1
@@ -234,6 +235,13 @@ def check_devices(recipe: GRPORecipe, force: bool) -> list[str]:
         for index in range(torch.cuda.device_count())
     ]
     return compare_devices(recipe, present, force)
+
+
+def check_tracker(recipe: GRPORecipe) -> list[str]:
+    """Refuse a tracker the recipe reports to that this environment lacks (transformers would fail at the trainer's
+    start, after the model loaded); not overridable: a run cannot train without its callback. Notes for run.json."""
+    note = check_trackers_installed(recipe.trl.get("report_to"))
+    return [note] if note else []
 
 
 def check_route(recipe: GRPORecipe, force: bool) -> list[str]:

@@ -123,15 +123,22 @@ def headline(warnings: list[HealthWarning]) -> str | None:
     if not warnings:
         return None
     first = warnings[0]
-    advice = []
-    if first.suggested_variant:
-        advice.append(f'apply variant {first.suggested_variant} (emit_grpo_config(symptoms=["{first.symptom}"]))')
-    if first.suggested_change:
-        advice.append(first.suggested_change)
     more = f" ({len(warnings) - 1} more below)" if len(warnings) > 1 else ""
-    return f"Most likely cause: {first.message} Change: {' Or: '.join(advice) or 'see the evidence'}.{more}".replace(
-        "..", "."
-    )
+    return f"Most likely cause: {first.message} Change: {what_to_change(first)}.{more}".replace("..", ".")
+
+
+def what_to_change(warning: HealthWarning) -> str:
+    """What a warning says to change: its variant (as emit_grpo_config takes it), or its change, or the evidence.
+
+    >>> what_to_change(HealthWarning(code="a", severity="warning", message="", suggested_change="fix the reward"))
+    'fix the reward'
+    """
+    advice = []
+    if warning.suggested_variant:
+        advice.append(f'apply variant {warning.suggested_variant} (emit_grpo_config(symptoms=["{warning.symptom}"]))')
+    if warning.suggested_change:
+        advice.append(warning.suggested_change)
+    return " Or: ".join(advice) or "see the evidence"
 
 
 def symptoms(warnings: list[HealthWarning]) -> list[str]:

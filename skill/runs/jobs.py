@@ -37,6 +37,7 @@ from skill.runs.store import (
     validate_run_id,
     write_record,
 )
+from skill.runs.tracking import Tracking, read_tracking
 from skill.sampling.progress import Progress
 from skill.state import new_id
 
@@ -119,6 +120,7 @@ class RunStatus(BaseModel):
         "accepted unread (accept_unread).",
     )
     paths: dict[str, str] = Field(default_factory=dict)
+    tracking: list[Tracking] = Field(default_factory=list, description="Where the tracker shows the run; how to open.")
 
 
 class RunLogs(BaseModel):
@@ -192,6 +194,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         reward_review=record.review,
         resume=record.resume_note,
         paths=paths,
+        tracking=read_tracking(directory),
     )
 
 
@@ -225,7 +228,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     recipe = on_cpu_processes(recipe, request.processes, request.nodes)  # the request's choice among valid plans
     engine = engine_for(recipe, request.slurm)
     notes += checks.check_target(recipe, request.force, on_this_machine=engine.runs_here)
-    notes += checks.check_route(recipe, request.force)
+    notes += checks.check_route(recipe, request.force) + checks.check_tracker(recipe)
     notes += checks.check_cpu_processes(recipe, request.force, on_this_machine=engine.runs_here)
     recipe = engine.planned(recipe)
     notes += checks.check_memory(recipe, request.force)
@@ -281,7 +284,7 @@ def _gate_resume(directory: Path, record: RunRecord) -> None:
     except SkillError as exc:
         raise SkillError(f"Run {record.run_id} cannot resume: {exc.problem}", exc.fix) from None
     record.inspection_id, record.review = gate.inspection_id, gate.stamp
-    record.checks.append(f"Resumed; gate: {gate.stamp}.")
+    record.checks += [f"Resumed; gate: {gate.stamp}.", *checks.check_tracker(recipe)]
 
 
 def run_grpo(request: RunRequest) -> RunStatus:

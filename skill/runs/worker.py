@@ -59,6 +59,7 @@ from skill.runs.store import (
     read_record,
     write_record,
 )
+from skill.runs.tracking import make_alert_callback, start_tracking
 from skill.runs.vllm_cpu import install_cpu_weight_sync, write_engine_settings
 from skill.runs.vllm_server_check import check_vllm_server
 from skill.state import write_atomically
@@ -263,10 +264,11 @@ def stamp_reward_review(run_dir: Path, recipe: GRPORecipe, writer: bool) -> str:
 
 
 def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
+    writer = rank() == 0
+    tracking = start_tracking(run_dir, recipe.trl, writer)  # before TRL's trainer imports the tracker
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    writer = rank() == 0
     stamp_reward_review(run_dir, recipe, writer)
     rows = read_jsonl(run_dir / "train.jsonl")
     max_steps = recipe.trl.get("max_steps") or -1
@@ -277,7 +279,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         save_steps=kwargs.get("save_steps")
         or max(MIN_STEPS_PER_CHECKPOINT, (max_steps if max_steps > 0 else 100) // CHECKPOINTS_PER_RUN),
     )
-    kwargs.update(engine_settings(os.environ, uses_vllm_server(recipe)))
+    kwargs.update(engine_settings(os.environ, uses_vllm_server(recipe)), **tracking)
     world_size = launched_world_size()  # on-policy: see the module docstring
     evaluation_rows = heldout_sample(run_dir, recipe)
     if evaluation_rows:  # TRL scores them with the run's rewards every evaluation.every_steps (and before step 1)
@@ -301,7 +303,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         train_dataset=Dataset.from_list(rows),
         eval_dataset=Dataset.from_list(evaluation_rows) if evaluation_rows else None,
         peft_config=recipe.peft.to_peft_config() if recipe.peft else None,
-        callbacks=[callback],
+        callbacks=[callback, *filter(None, [make_alert_callback(run_dir, recipe)])],  # alerts read what it logged
     )
     trainer.add_callback(checkpoint_request.make_callback(trainer.accelerator.device))
     callback.trainer = trainer
