@@ -43,8 +43,13 @@ def _model(layers: int):
 
     torch.manual_seed(0)
     config = LlamaConfig(
-        hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=layers, num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS, vocab_size=VOCAB, tie_word_embeddings=True,
+        hidden_size=HIDDEN,
+        intermediate_size=FFN,
+        num_hidden_layers=layers,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        vocab_size=VOCAB,
+        tie_word_embeddings=True,
     )
     return LlamaForCausalLM(config).eval()
 
@@ -55,6 +60,7 @@ def decode_iteration_seconds(layers: int) -> float:
     model = _model(layers)
     prompt = torch.randint(0, VOCAB, (BATCH, PROMPT))
     with torch.no_grad():
+
         def generate(tokens: int) -> None:
             model.generate(prompt, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, pad_token_id=0)
 
@@ -84,19 +90,25 @@ def main() -> None:
     layer_matmul = 2 * HIDDEN * HIDDEN + 2 * HIDDEN * (HIDDEN * KV_HEADS // HEADS) + 3 * HIDDEN * FFN
     decode = {layers: decode_iteration_seconds(layers) for layers in (4, 8)}
     slope = (decode[8] - decode[4]) / 4
-    layer_roofline = max(layer_matmul * 4 / rates["read_bytes_per_s"], 2 * layer_matmul * BATCH / rates["matmul_flops"])
-    head_roofline = max(VOCAB * HIDDEN * 4 / rates["read_bytes_per_s"], 2 * VOCAB * HIDDEN * BATCH / rates["matmul_flops"])
+    read, flops = rates["read_bytes_per_s"], rates["matmul_flops"]
+    layer_roofline = max(layer_matmul * 4 / read, 2 * layer_matmul * BATCH / flops)
+    head_roofline = max(VOCAB * HIDDEN * 4 / read, 2 * VOCAB * HIDDEN * BATCH / flops)
     train = training_seconds(8)
     tokens = BATCH * (PROMPT + NEW_TOKENS)
     matmul_parameters = 8 * layer_matmul + VOCAB * HIDDEN
-    print(json.dumps({
-        **rates,
-        "decode_seconds_per_iteration": decode,
-        "decode_layer_overhead_s": slope - layer_roofline,
-        "decode_iteration_overhead_s": decode[4] - 4 * slope - head_roofline,
-        "training_seconds": train,
-        "training_flops_per_s": 6 * matmul_parameters * tokens / train,
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                **rates,
+                "decode_seconds_per_iteration": decode,
+                "decode_layer_overhead_s": slope - layer_roofline,
+                "decode_iteration_overhead_s": decode[4] - 4 * slope - head_roofline,
+                "training_seconds": train,
+                "training_flops_per_s": 6 * matmul_parameters * tokens / train,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

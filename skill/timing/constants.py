@@ -40,13 +40,14 @@ CHECKPOINT_WRITE_BYTES_PER_S = 1.0e9  # weights + optimizer state to local disk
 ADAM_STATE_BYTES_PER_PARAMETER = 8  # two float32 moments
 
 # --- This project's CPU measurements (bench/timing_cpu_calibration.py, 2 CPU threads, float32) -----------------
-# Measured on the calibration model (random-init Llama, hidden 512, 4 and 8 layers), never on a validated run.
+# Measured on the calibration model (random-init Llama, hidden 512, 4 and 8 layers), never on a validated run;
+# the figures of one run on an idle machine (a busy one halves them), rounded.
 CPU_MEASURED = "2026-12-05 on this project's 2-core development machine (Intel Xeon, AVX-512)"
-CPU_MATMUL_FLOPS = 3.0e11  # float32 matmul, 2048x1024 @ 1024x1024, 2 threads
-CPU_READ_BYTES_PER_S = 2.2e10  # a 256 MiB float32 sum
-CPU_DECODE_LAYER_OVERHEAD_S = 1.5e-3  # per layer per decode iteration of model.generate, beyond its roofline
-CPU_DECODE_ITERATION_OVERHEAD_S = 0.024  # per decode iteration (sampling, stopping checks, cache update)
-CPU_TRAINING_FLOPS = 6.0e10  # model FLOPs of forward + log-probs + backward + AdamW, per second
+CPU_MATMUL_FLOPS = 2.9e11  # float32 matmul, 2048x1024 @ 1024x1024, 2 threads
+CPU_READ_BYTES_PER_S = 3.2e10  # a 256 MiB float32 sum
+CPU_DECODE_LAYER_OVERHEAD_S = 1.7e-3  # per layer per decode iteration of model.generate, beyond its roofline
+CPU_DECODE_ITERATION_OVERHEAD_S = 0.028  # per decode iteration (sampling, stopping checks, cache update)
+CPU_TRAINING_FLOPS = 1.6e11  # model FLOPs of forward + log-probs + backward + AdamW, per second
 # TRL's own work per CPU step besides the model (rewards, advantages, logging, data collation): the bare
 # GRPOTrainer step of the test suite's tiny model (2 layers, hidden 32), whose model compute is negligible:
 # 0.548 s (bench/RESULTS.md, "runner s/step ... bare GRPOTrainer 0.548 s").
