@@ -46,6 +46,7 @@ from skill.recipe.schema import (
     target_is_this_machine,
 )
 from skill.recipe.seed import CPU_SHORT_RUN, SEED
+from skill.recipe.step_time import attach_time_estimate
 from skill.recipe.trl_contract import (
     build_grpo_config,
     check_field_names,
@@ -92,6 +93,7 @@ class RecipeRequest(BaseModel):
     evaluation: EvaluationPlan | None = Field(
         default=None, description="Held-out evaluation; by default chosen from run length and cost."
     )
+    price_per_gpu_hour: float | None = Field(default=None, ge=0, description="Price of one GPU-hour, for a cost.")
 
     @field_validator("route_decision_id")
     @classmethod
@@ -286,6 +288,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     )
     recipe.launch.commands = launch_commands(recipe)
     _attach_provenance(recipe, request, route[1] if route else None)
+    attach_time_estimate(recipe, route[0].completion_lengths if route else None, request.price_per_gpu_hour)
     return recipe
 
 

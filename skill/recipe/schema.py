@@ -93,6 +93,10 @@ class Provenance(BaseModel):
     )
     route_decision: str | None = Field(default=None, description="route_check decision id, when one was made.")
     memory_estimate: dict[str, Any] | None = Field(default=None, description="Memory estimate summary, when made.")
+    time_estimate: str | None = Field(
+        default=None,
+        description="Step time, run time, GPU-hours (and money when priced): references/grpo-step-time.md.",
+    )
 
 
 class GRPORecipe(BaseModel):
