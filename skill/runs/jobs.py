@@ -37,6 +37,7 @@ from skill.runs.store import (
     validate_run_id,
     write_record,
 )
+from skill.runs.time_estimate import blended, comparison, estimated_seconds_per_step, write_estimate
 from skill.sampling.progress import Progress
 from skill.state import new_id
 
@@ -92,6 +93,10 @@ class RunStatus(BaseModel):
     max_steps: int | None = None
     eta_seconds: float | None = None
     seconds_per_step: float | None = None
+    estimated_seconds_per_step: float | None = Field(
+        default=None, description="Estimated at the start (estimate.json)."
+    )
+    time_comparison: str | None = Field(default=None, description="Measured vs estimated s/step; the ETA blends them.")
     last_metrics: list[dict[str, Any]] = Field(default_factory=list)
     held_out: list[HeldOutScore] = Field(
         default_factory=list,
@@ -144,7 +149,9 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
     if len(training) >= 2:
         per_step = (training[-1]["time"] - training[0]["time"]) / max(1, training[-1]["step"] - training[0]["step"])
     planned = planned_steps(directory, record)
-    eta = per_step * (planned - step) if per_step and planned and record.state == "running" else None
+    estimated = estimated_seconds_per_step(directory)
+    rate = blended(estimated, per_step, max(0, len(training) - 1))
+    eta = rate * (planned - step) if rate and planned and record.state == "running" else None
     warnings = []
     if metrics:
         recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
@@ -182,6 +189,8 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         max_steps=planned,
         eta_seconds=eta,
         seconds_per_step=per_step,
+        estimated_seconds_per_step=estimated,
+        time_comparison=comparison(estimated, per_step),
         last_metrics=metrics[-points:],
         held_out=held_out_scores(metrics),
         health=health,
@@ -250,6 +259,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{run_id}-", dir=runs_root()))
     try:
         (staging / "recipe.json").write_text(recipe.model_dump_json(indent=1))
+        write_estimate(staging, recipe)
         write_files(engine.files(recipe), staging)
         (staging / "train.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in train))
         (staging / "heldout.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in held_out))
