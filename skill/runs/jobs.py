@@ -37,7 +37,7 @@ from skill.runs.store import (
     validate_run_id,
     write_record,
 )
-from skill.runs.time_estimate import blended, comparison, estimated_seconds_per_step, write_estimate
+from skill.runs.time_estimate import time_fields, write_estimate
 from skill.sampling.progress import Progress
 from skill.state import new_id
 
@@ -149,9 +149,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
     if len(training) >= 2:
         per_step = (training[-1]["time"] - training[0]["time"]) / max(1, training[-1]["step"] - training[0]["step"])
     planned = planned_steps(directory, record)
-    estimated = estimated_seconds_per_step(directory)
-    rate = blended(estimated, per_step, max(0, len(training) - 1))
-    eta = rate * (planned - step) if rate and planned and record.state == "running" else None
+    timing = time_fields(directory, per_step, len(training), planned - step if planned else None, record.state)
     warnings = []
     if metrics:
         recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
@@ -187,10 +185,8 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         scheduler_state=record.scheduler_state,
         step=step,
         max_steps=planned,
-        eta_seconds=eta,
+        **timing,
         seconds_per_step=per_step,
-        estimated_seconds_per_step=estimated,
-        time_comparison=comparison(estimated, per_step),
         last_metrics=metrics[-points:],
         held_out=held_out_scores(metrics),
         health=health,

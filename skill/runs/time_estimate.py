@@ -56,3 +56,18 @@ def comparison(estimated: float | None, measured: float | None) -> str | None:
     if measured is None:
         return f"estimated {estimated:.1f} s/step (no step measured yet)"
     return f"measured {measured:.1f} s/step vs estimated {estimated:.1f} s/step ({measured / estimated:.2f}x)"
+
+
+def time_fields(
+    directory: Path, measured: float | None, logged_steps: int, remaining_steps: int | None, state: str
+) -> dict[str, Any]:
+    """run_status's timing fields: the stored estimate, the comparison line and the blended ETA in seconds (None
+    unless running with a known plan); ``logged_steps`` logged steps give ``logged_steps - 1`` measured intervals."""
+    estimated = estimated_seconds_per_step(directory)
+    rate = blended(estimated, measured, max(0, logged_steps - 1))
+    running = state == "running" and remaining_steps is not None
+    return {
+        "estimated_seconds_per_step": estimated,
+        "time_comparison": comparison(estimated, measured),
+        "eta_seconds": rate * remaining_steps if rate and running else None,
+    }
