@@ -100,6 +100,8 @@ def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
         request["symptoms"] = args.symptom
     if args.max_steps is not None:
         request["max_steps"] = args.max_steps
+    if getattr(args, "price_per_gpu_hour", None) is not None:
+        request["price_per_gpu_hour"] = args.price_per_gpu_hour
     for assignment in args.set or []:
         field, sep, value = assignment.partition("=")
         if not sep:
