@@ -29,6 +29,12 @@ def _memory_validation() -> dict[str, Any]:
     return validation_summary()
 
 
+def _step_time_validation() -> dict[str, Any]:
+    from skill.timing.validation import validation_summary
+
+    return validation_summary()
+
+
 def _health_validation(seeds: int, healthy_seeds: int) -> dict[str, Any]:
     module = _bench_module("health_validation")
     result = module.run(seeds, healthy_seeds)
@@ -45,6 +51,7 @@ def validation_benchmarks(quick: bool) -> dict[str, tuple[str, Callable[[], Any]
             lambda: _bench_module("math_under_load").run(items=80 if quick else 400, rounds=1 if quick else 3),
         ),
         "memory_validation": ("memory validation", _memory_validation),
+        "step_time_validation": ("step time validation", _step_time_validation),
         "health_validation": ("health", lambda: _health_validation(3 if quick else 10, 3 if quick else 10)),
         "agent_flow": ("agent flow", lambda: _bench_module("agent_flow").measure()),
         "soak": ("soak", lambda: _bench_module("soak").run(60 if quick else 300)),
@@ -117,6 +124,25 @@ def _memory_lines(outcome: dict) -> list[str]:
     if r["disagreeing"]:
         lines += ["", "Rows that disagree (kept, with the reason in the reference): " + ", ".join(r["disagreeing"])]
     return lines
+
+
+def _step_time_lines(outcome: dict) -> list[str]:
+    lines = ["", "## Step-time estimate against published GRPO step times", ""]
+    if not outcome.get("ok"):
+        return lines + [f"Not measured ({outcome.get('error', 'skipped')})."]
+    r = outcome["result"]
+    cpu = ", ".join(f"{key} {value:+.0%}" for key, value in r["cpu_errors"].items())
+    return lines + [
+        "The rows, sources and settings: references/grpo-step-time.md (generated from "
+        "skill/timing/published_step_times.json). Nothing was measured on a GPU.",
+        "",
+        "| figure | value | target | met |",
+        "|---|---|---|---|",
+        f"| median absolute error (abs(estimate / reported - 1)), published rows | "
+        f"{r['median_absolute_error']:.0%} over {r['published_rows']} rows | reported | |",
+        f"| published rows within 2x | {r['within_2x']} ({r['within_2x_share']:.0%}) | reported | |",
+        f"| CPU rows (this machine) | {cpu} | each within 30% | {'yes' if r['cpu_within_30_percent'] else 'no'} |",
+    ]
 
 
 def _health_lines(outcome: dict) -> list[str]:
@@ -197,6 +223,7 @@ def render_sections(results: dict) -> list[str]:
         ("grading_worst_case", _grading_lines),
         ("math_under_load", _math_lines),
         ("memory_validation", _memory_lines),
+        ("step_time_validation", _step_time_lines),
         ("health_validation", _health_lines),
         ("agent_flow", _agent_flow_lines),
         ("soak", _soak_lines),

@@ -153,7 +153,14 @@ def _memory_block(name: str) -> Callable[[], str]:
     return render
 
 
+def _step_time_table() -> str:
+    from skill.timing.validation import validation_table
+
+    return validation_table()
+
+
 GENERATED_BLOCKS: dict[str, Callable[[], str]] = {
+    "step-time-published": _step_time_table,
     "memory-colocated": _memory_block("colocated_table"),
     "memory-server": _memory_block("server_table"),
     "memory-published": _memory_block("published_comparison"),

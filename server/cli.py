@@ -66,6 +66,7 @@ def _add_recipe_commands(commands: Any) -> None:
     config.add_argument("--symptom", action="append", help="observed symptom; repeatable")
     config.add_argument("--max-steps", type=int)
     config.add_argument("--report-to", choices=["trackio", "wandb", "tensorboard", "none"], help="the tracker")
+    config.add_argument("--price-per-gpu-hour", type=float, help="price of one GPU-hour: the time line adds a cost")
     config.add_argument("--set", action="append", help="GRPOConfig override FIELD=VALUE; repeatable")
     config.set_defaults(handler=command_config)
 

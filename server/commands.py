@@ -102,6 +102,8 @@ def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
         request["max_steps"] = args.max_steps
     if args.report_to:
         request["report_to"] = args.report_to
+    if getattr(args, "price_per_gpu_hour", None) is not None:
+        request["price_per_gpu_hour"] = args.price_per_gpu_hour
     for assignment in args.set or []:
         field, sep, value = assignment.partition("=")
         if not sep:

@@ -185,6 +185,7 @@ LAYERS = (
     ("state", "skill", "hub_errors"),  # ``skill`` is the package face; modules read only its __version__
     ("data", "models"),
     ("sampling", "hardware", "rewards"),
+    ("timing",),
     ("memory", "rewards.code", "rewards.judge"),  # the registry reaches these by name, when first asked
     ("routing",),
     ("inspection",),

@@ -29,6 +29,10 @@ def test_demo_pipeline_runs_every_stage_for_real():
     # The demo passes the gate with a blind read by a program, and says so on screen and in the run's status.
     assert "read blind by a program" in text and "imports nothing from skill.rewards" in text
     assert "verdict: passed" in text
+    # The estimated step time before training, the measured one beside it after (issue 30).
+    assert "time, estimated before training: ~" in text
+    assert f"time per step: estimated {result.estimated_seconds_per_step:.1f} s | measured " in text
+    assert result.measured_seconds_per_step > 0
     status = run_status(result.run_id)
     assert result.reward_review == status.reward_review and status.reward_review.startswith("reviewed: program")
     assert json.loads(Path(status.paths["metrics.header.json"]).read_text())["reviewed"] is True

@@ -91,6 +91,8 @@ class DemoResult(BaseModel):
     seconds: float = 0.0
     reward_curve: str | None = None
     reward_review: str | None = None
+    estimated_seconds_per_step: float | None = Field(default=None, description="Estimated before training.")
+    measured_seconds_per_step: float | None = Field(default=None, description="Measured by run_status after it.")
 
 
 def _window_mean(metrics: list[dict[str, Any]], key: str, first: bool) -> float | None:
@@ -140,6 +142,10 @@ def run_demo(
     result.correctness_first_10 = _window_mean(metrics, "rewards/exact_match/mean", first=True)
     result.correctness_last_10 = _window_mean(metrics, "rewards/exact_match/mean", first=False)
     result.held_out = status.held_out
+    result.estimated_seconds_per_step, result.measured_seconds_per_step = (
+        status.estimated_seconds_per_step,
+        status.seconds_per_step,
+    )
     result.reward_curve = status.paths.get("reward_curve.png")
     result.seconds = time.perf_counter() - started
     say(f"    {summary_line(status.held_out)}")
@@ -201,7 +207,9 @@ def _inspect(request: RecipeRequest, route_id: str, say: Callable[[str], None]) 
 
 
 def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunStatus:
-    """Step 5: start the run and show its metrics and health warnings live until it ends."""
+    """Step 5: start the run and show its metrics and health warnings live until it ends; the estimated step time
+    before it, the measured one beside it after."""
+    say(f"    time, estimated before training: {recipe.provenance.time_estimate}")
     status = run_grpo(RunRequest(recipe=recipe))
     shown = 0
     warned: set[str] = set()
@@ -220,4 +228,7 @@ def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunSta
         if status.health and status.health[0]["code"] not in warned:
             warned.add(status.health[0]["code"])
             say(f"    health: {status.health_summary}")
+    estimated, measured = status.estimated_seconds_per_step, status.seconds_per_step
+    if estimated is not None and measured is not None:
+        say(f"    time per step: estimated {estimated:.1f} s | measured {measured:.1f} s ({measured / estimated:.2f}x)")
     return status

@@ -162,6 +162,9 @@ class MemoryEstimate(BaseModel):
     headroom_gib: float
     vllm_kv_cache_tokens: int | None = Field(default=None, description="Tokens the colocated vLLM cache can hold.")
     offloaded_to_cpu_gib: float = Field(default=0.0, description="Host RAM per process that the offload takes.")
+    time_estimate: str | None = Field(
+        default=None, description="Seconds per step by part (references/grpo-step-time.md); None when unknown."
+    )
     warnings: list[str] = Field(default_factory=list, description="Reasons it cannot run besides the total.")
     remedies: list[Remedy] = Field(default_factory=list)
     assumptions: list[str] = Field(default_factory=list)
@@ -177,6 +180,8 @@ class MemoryEstimate(BaseModel):
             + (f", weight sync into vLLM {self.peak_sync_gib:.2f} GiB" if self.peak_sync_gib is not None else ""),
         ]
         lines.extend(f"  {name:20s} {value:8.3f} GiB" for name, value in self.components.model_dump().items())
+        if self.time_estimate:
+            lines.append(f"  step time: {self.time_estimate}")
         lines.extend(f"  warning: {warning}" for warning in self.warnings)
         for remedy in self.remedies:
             verdict = "fits" if remedy.fits else "still too big"

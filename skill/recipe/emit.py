@@ -46,6 +46,7 @@ from skill.recipe.schema import (
     target_is_this_machine,
 )
 from skill.recipe.seed import CPU_SHORT_RUN, SEED
+from skill.recipe.step_time import attach_time_estimate
 from skill.recipe.tracking import Tracker, tracking_fields
 from skill.recipe.trl_contract import (
     build_grpo_config,
@@ -94,6 +95,7 @@ class RecipeRequest(BaseModel):
         default=None, description="Held-out evaluation; by default chosen from run length and cost."
     )
     report_to: Tracker | None = Field(default=None, description="Tracker; default trackio if installed, else none.")
+    price_per_gpu_hour: float | None = Field(default=None, ge=0, description="Price of one GPU-hour, for a cost.")
 
     @field_validator("route_decision_id")
     @classmethod
@@ -288,6 +290,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     )
     recipe.launch.commands = launch_commands(recipe)
     _attach_provenance(recipe, request, route[1] if route else None)
+    attach_time_estimate(recipe, route[0].completion_lengths if route else None, request.price_per_gpu_hour)
     return recipe
 
 

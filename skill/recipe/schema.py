@@ -93,6 +93,10 @@ class Provenance(BaseModel):
     )
     route_decision: str | None = Field(default=None, description="route_check decision id, when one was made.")
     memory_estimate: dict[str, Any] | None = Field(default=None, description="Memory estimate summary, when made.")
+    time_estimate: str | None = Field(
+        default=None,
+        description="Step time, run time, GPU-hours (and money when priced): references/grpo-step-time.md.",
+    )
 
 
 class GRPORecipe(BaseModel):
@@ -182,6 +186,8 @@ class GRPORecipe(BaseModel):
                 f"  held-out evaluation: before step 1, every {plan.every_steps} steps and at the end, on "
                 f"{plan.prompts} prompts x {plan.generations}"
             )
+        if self.provenance.time_estimate:
+            lines.append(f"  time: {self.provenance.time_estimate}")
         lines.append("  reasons:")
         lines.extend(f"    {reason.field}={reason.value!r}: {reason.reason}" for reason in self.reasons)
         lines.extend(f"  note: {note}" for note in self.provenance.validation)

@@ -37,6 +37,7 @@ from skill.runs.store import (
     validate_run_id,
     write_record,
 )
+from skill.runs.time_estimate import time_fields, write_estimate
 from skill.runs.tracking import Tracking, read_tracking
 from skill.sampling.progress import Progress
 from skill.state import new_id
@@ -93,6 +94,10 @@ class RunStatus(BaseModel):
     max_steps: int | None = None
     eta_seconds: float | None = None
     seconds_per_step: float | None = None
+    estimated_seconds_per_step: float | None = Field(
+        default=None, description="Estimated at the start (estimate.json)."
+    )
+    time_comparison: str | None = Field(default=None, description="Measured vs estimated s/step; the ETA blends them.")
     last_metrics: list[dict[str, Any]] = Field(default_factory=list)
     held_out: list[HeldOutScore] = Field(
         default_factory=list,
@@ -146,7 +151,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
     if len(training) >= 2:
         per_step = (training[-1]["time"] - training[0]["time"]) / max(1, training[-1]["step"] - training[0]["step"])
     planned = planned_steps(directory, record)
-    eta = per_step * (planned - step) if per_step and planned and record.state == "running" else None
+    timing = time_fields(directory, per_step, len(training), planned - step if planned else None, record.state)
     warnings = []
     if metrics:
         recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
@@ -182,7 +187,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         scheduler_state=record.scheduler_state,
         step=step,
         max_steps=planned,
-        eta_seconds=eta,
+        **timing,
         seconds_per_step=per_step,
         last_metrics=metrics[-points:],
         held_out=held_out_scores(metrics),
@@ -253,6 +258,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{run_id}-", dir=runs_root()))
     try:
         (staging / "recipe.json").write_text(recipe.model_dump_json(indent=1))
+        write_estimate(staging, recipe)
         write_files(engine.files(recipe), staging)
         (staging / "train.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in train))
         (staging / "heldout.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in held_out))

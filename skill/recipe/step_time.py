@@ -1,0 +1,80 @@
+"""A recipe's step-time estimate (``skill.timing``): the recipe's settings as a StepTimeRequest, with the route
+probe's completion lengths when the recipe followed a probe, and the one line recipes and runs carry.
+
+May import: ``timing``, ``models``, ``routing.evidence``, ``errors``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from skill.errors import SkillError
+from skill.models.size import resolve_shape
+from skill.routing.evidence import CompletionLengths
+from skill.timing.estimate import StepTimeEstimate, StepTimeRequest, estimate_step_time
+
+
+def _dtype(recipe: Any) -> str:
+    trl = recipe.trl
+    if recipe.hardware.accelerator == "cpu":
+        return "float32"
+    if trl.get("bf16"):
+        return "bfloat16"
+    if trl.get("fp16"):
+        return "float16"
+    return (trl.get("model_init_kwargs") or {}).get("dtype", "float32")
+
+
+def step_time_request(
+    recipe: Any, probe: CompletionLengths | None = None, price_per_gpu_hour: float | None = None
+) -> StepTimeRequest:
+    """The recipe (a GRPORecipe) as a StepTimeRequest; the mean prompt is taken at the prompt budget (an upper
+    bound)."""
+    trl = recipe.trl
+    processes = recipe.launch.training_processes
+    accumulation = trl.get("gradient_accumulation_steps", 1)
+    use_vllm = bool(trl.get("use_vllm")) and recipe.hardware.accelerator == "gpu"
+    mode = trl.get("vllm_mode", "colocate")
+    generation = f"vllm_{mode}" if use_vllm else "transformers"
+    old_logps = (use_vllm and trl.get("vllm_importance_sampling_correction", True)) or trl.get("num_iterations", 1) > 1
+    evaluation = recipe.evaluation
+    return StepTimeRequest(
+        shape=resolve_shape(recipe.model.name),
+        hardware=recipe.hardware,
+        method=recipe.method,
+        dtype=_dtype(recipe),
+        completions_per_step=trl["per_device_train_batch_size"] * accumulation * processes,
+        micro_batch=trl["per_device_train_batch_size"],
+        prompt_tokens=recipe.dataset.max_prompt_tokens,
+        max_completion_length=trl.get("max_completion_length", 256),
+        completion_tokens=list(probe.tokens) if probe is not None and probe.tokens else None,
+        reference_forward=trl.get("beta", 0.0) > 0,
+        old_logp_forward=bool(old_logps),
+        activation_checkpointing=bool(trl.get("activation_checkpointing", trl.get("gradient_checkpointing"))),
+        generation=generation,
+        vllm_tensor_parallel_size=trl.get("vllm_tensor_parallel_size", 1) if mode == "colocate" else 1,
+        vllm_server_gpus=recipe.launch.vllm_server_gpus if generation == "vllm_server" else 0,
+        vllm_sleep_mode=bool(trl.get("vllm_enable_sleep_mode")),
+        training_processes=processes,
+        max_steps=trl.get("max_steps") if (trl.get("max_steps") or 0) > 0 else None,
+        evaluation_every=evaluation.every_steps if evaluation and evaluation.every_steps else None,
+        evaluation_completions=evaluation.prompts * evaluation.generations if evaluation else 0,
+        save_steps=trl.get("save_steps") if trl.get("save_strategy") == "steps" else None,
+        price_per_gpu_hour=price_per_gpu_hour,
+    )
+
+
+def recipe_step_time(
+    recipe: Any, probe: CompletionLengths | None = None, price_per_gpu_hour: float | None = None
+) -> StepTimeEstimate | None:
+    """The estimate, or None when the recipe's model has no known shape or its GPU no known throughput."""
+    try:
+        return estimate_step_time(step_time_request(recipe, probe, price_per_gpu_hour))
+    except SkillError:
+        return None
+
+
+def attach_time_estimate(recipe: Any, probe: CompletionLengths | None, price: float | None) -> None:
+    """The step-time line into the recipe's provenance (None when it cannot be estimated)."""
+    estimate = recipe_step_time(recipe, probe, price)
+    recipe.provenance.time_estimate = estimate.summary() if estimate else None

@@ -1,0 +1,142 @@
+"""estimate_step_time: seconds per GRPO step (generation, training, weight sync, fixed costs), the run's total,
+GPU-hours and, when a price per GPU-hour is sent, money.
+
+TRL 1.16's GRPOTrainer is synchronous: in server mode the trainers wait while the server generates and the server
+waits while they train (asynchronous GRPO lives in ``trl.experimental``), so the parts add up in both modes.
+
+May import: ``timing.schema``, ``timing.constants``, ``timing.generation``, ``timing.training``, ``hardware``.
+"""
+
+from __future__ import annotations
+
+from skill.errors import SkillError
+from skill.hardware.throughput import GPUThroughput, gpu_throughput
+from skill.timing import constants
+from skill.timing.generation import (
+    DTYPE_BYTES,
+    VLLM_BYTES,
+    cpu_generation_seconds,
+    gpu_generation_seconds,
+)
+from skill.timing.schema import StepTimeEstimate, StepTimeRequest
+from skill.timing.training import cpu_training_seconds, gpu_training_seconds
+
+__all__ = ["StepTimeEstimate", "StepTimeRequest", "estimate_step_time"]
+
+
+def _weight_sync_seconds(request: StepTimeRequest, gpu: GPUThroughput) -> tuple[float, list[str]]:
+    """Weights into vLLM once per step: NCCL to a server, an in-place load when colocated (LoRA merged first),
+    a ZeRO-3 / FSDP gather before either, a host round trip under sleep mode."""
+    if request.generation == "transformers":
+        return 0.0, []
+    weights = request.shape.parameters() * VLLM_BYTES
+    seconds = weights / (gpu.hbm_tb_per_s * 1e12 * constants.DECODE_BANDWIDTH_UTILISATION)  # the load itself
+    notes = []
+    link = constants.NVLINK_BYTES_PER_S if request.hardware.nodes == 1 else constants.INTER_NODE_BYTES_PER_S
+    link *= constants.LINK_UTILISATION
+    if request.sharding in ("zero3", "fsdp"):
+        world = request.training_processes
+        seconds += weights * (world - 1) / max(world, 1) / link
+        notes.append("ZeRO-3/FSDP: the sharded weights are gathered before each sync; training gathers overlap")
+    if request.generation == "vllm_server":
+        seconds += weights / link
+        notes.append("server mode: weights broadcast over NCCL each step at half the link's bandwidth")
+    if request.vllm_sleep_mode:
+        seconds += weights / constants.PCIE_BYTES_PER_S
+        notes.append("vLLM sleep mode: the weights return from host memory every step over PCIe")
+    return seconds, notes
+
+
+def _fixed_seconds(request: StepTimeRequest, generate_one_evaluation: float) -> float:
+    """Start, weight load, vLLM start, held-out evaluations and checkpoints, for the whole run."""
+    parameters = request.shape.parameters()
+    seconds = constants.PROCESS_START_S + parameters * DTYPE_BYTES[request.dtype] / constants.WEIGHT_LOAD_BYTES_PER_S
+    if request.generation != "transformers" and request.hardware.accelerator == "gpu":
+        seconds += constants.VLLM_START_S
+    steps = request.max_steps or 0
+    if request.evaluation_every and request.evaluation_completions:
+        seconds += (steps // request.evaluation_every + 2) * generate_one_evaluation  # + before and after
+    if request.save_steps and steps:
+        per_parameter = DTYPE_BYTES[request.dtype] + (
+            constants.ADAM_STATE_BYTES_PER_PARAMETER * (request.method == "full")
+        )
+        seconds += steps // request.save_steps * parameters * per_parameter / constants.CHECKPOINT_WRITE_BYTES_PER_S
+    return seconds
+
+
+def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[str]:
+    lengths = (
+        f"completion lengths from {len(request.completion_tokens)} measured completions"
+        if request.completion_tokens
+        else f"mean completion {request.mean_completion_tokens:.0f} tokens stated, longest at the budget"
+        if request.mean_completion_tokens
+        else f"no completion lengths measured: every completion assumed to run to max_completion_length "
+        f"({request.max_completion_length}); a route_check probe gives the distribution"
+    )
+    notes = [lengths]
+    if gpu is not None:
+        notes.append(
+            f"{gpu.name}: {gpu.peak_tflops:g} TFLOP/s dense, {gpu.hbm_tb_per_s:g} TB/s ({gpu.source}); "
+            f"training at {constants.TRAINING_MFU:.0%} MFU, decode at {constants.DECODE_BANDWIDTH_UTILISATION:.0%} "
+            "of the bandwidth; nothing here was measured on a GPU"
+        )
+    else:
+        notes.append(
+            f"CPU rates measured {constants.CPU_MEASURED} (bench/timing_cpu_calibration.py); other CPUs differ"
+        )
+    return notes
+
+
+def estimate_step_time(request: StepTimeRequest) -> StepTimeEstimate:
+    """Seconds per GRPO step by part, the run's total, GPU-hours and (when priced) money.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.models.shapes import SHAPES
+    >>> estimate = estimate_step_time(StepTimeRequest(shape=SHAPES["qwen2.5-7b"].shape,
+    ...     hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8), completions_per_step=512,
+    ...     prompt_tokens=200, max_completion_length=1024, training_processes=8, max_steps=500,
+    ...     price_per_gpu_hour=2.0))
+    >>> 10 < estimate.seconds_per_step < 300, estimate.cost == round(estimate.gpu_hours * 2.0, 2)
+    (True, True)
+    """
+    gpu = gpu_throughput(request.hardware)
+    if request.hardware.accelerator == "gpu" and gpu is None:
+        raise SkillError(
+            f"No peak compute or bandwidth is known for GPU {request.hardware.gpu_model!r}.",
+            "Send a GPU model from skill/hardware/throughput.py (e.g. 'H100', 'A100', 'L4').",
+        )
+    assumptions = _assumptions(request, gpu)
+    overhead = 0.0
+    if gpu is None:
+        generation, training, sync = cpu_generation_seconds(request), cpu_training_seconds(request), 0.0
+        overhead = constants.CPU_TRL_STEP_OVERHEAD_S
+        one_evaluation = cpu_generation_seconds(request, request.evaluation_completions or 1)
+    else:
+        generation, training = gpu_generation_seconds(request, gpu), gpu_training_seconds(request, gpu)
+        sync, notes = _weight_sync_seconds(request, gpu)
+        assumptions += notes
+        one_evaluation = gpu_generation_seconds(request, gpu, request.evaluation_completions or 1)
+    fixed = _fixed_seconds(request, one_evaluation)
+    steps = request.max_steps
+    fixed_per_step = fixed / steps if steps else 0.0
+    per_step = generation + training + sync + overhead + fixed_per_step
+    total = per_step * steps if steps else None
+    gpus = request.hardware.total_gpus
+    gpu_hours = round(total * gpus / 3600, 2) if total is not None and gpus else None
+    cost = None
+    if request.price_per_gpu_hour is not None and gpu_hours is not None:
+        cost = round(gpu_hours * request.price_per_gpu_hour, 2)
+    return StepTimeEstimate(
+        generation_s=round(generation, 3),
+        training_s=round(training, 3),
+        weight_sync_s=round(sync, 3),
+        overhead_s=round(overhead, 3),
+        fixed_per_step_s=round(fixed_per_step, 3),
+        seconds_per_step=round(per_step, 3),
+        steps=steps,
+        total_s=round(total, 1) if total is not None else None,
+        gpus=gpus,
+        gpu_hours=gpu_hours,
+        cost=cost,
+        assumptions=assumptions,
+    )

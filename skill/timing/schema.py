@@ -1,0 +1,118 @@
+"""Step-time contracts: what decides the time of a GRPO step (``StepTimeRequest``) and the estimate
+(``StepTimeEstimate``: seconds per step by part, the run's total, GPU-hours and, given a price, money).
+
+May import: ``hardware.specs``, ``models.shapes``, ``errors``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from skill.errors import SkillError
+from skill.hardware.specs import HardwareSpec
+from skill.models.shapes import ModelShape
+
+Generation = Literal["vllm_colocate", "vllm_server", "transformers"]
+
+
+class StepTimeRequest(BaseModel):
+    """What decides the time of one GRPO optimizer step (TRL 1.16's GRPOTrainer, one generation per step)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    shape: ModelShape
+    hardware: HardwareSpec
+    method: Literal["full", "lora", "qlora"] = "full"
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        default="bfloat16", description="What the matmuls run in (bf16 autocast or weights; float32 on CPU)."
+    )
+    completions_per_step: int = Field(gt=0, description="Completions generated and trained on per optimizer step.")
+    micro_batch: int = Field(default=8, gt=0, description="per_device_train_batch_size (padding is per micro-batch).")
+    prompt_tokens: float = Field(gt=0, description="Mean prompt length in tokens.")
+    max_completion_length: int = Field(gt=0)
+    completion_tokens: list[int] | None = Field(
+        default=None, description="Measured completion lengths (a probe's): the longest decides when a batch ends."
+    )
+    mean_completion_tokens: float | None = Field(
+        default=None, gt=0, description="Mean completion length when only the mean is known (a published row)."
+    )
+    padded: bool = Field(default=True, description="TRL pads each micro-batch to its longest; packed: no padding.")
+    reference_forward: bool = Field(default=False, description="beta > 0: a reference-model forward per token.")
+    old_logp_forward: bool = Field(default=False, description="A forward for the old log-probs (TRL with vLLM).")
+    activation_checkpointing: bool = False
+    generation: Generation = "vllm_colocate"
+    vllm_tensor_parallel_size: int = Field(default=1, gt=0)
+    vllm_server_gpus: int = Field(default=0, ge=0)
+    vllm_sleep_mode: bool = False
+    training_processes: int = Field(default=1, gt=0)
+    sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"
+    max_steps: int | None = Field(default=None, gt=0)
+    evaluation_every: int | None = Field(default=None, gt=0, description="Held-out evaluation every N steps.")
+    evaluation_completions: int = Field(default=0, ge=0, description="Completions one held-out evaluation samples.")
+    save_steps: int | None = Field(default=None, gt=0)
+    price_per_gpu_hour: float | None = Field(default=None, description="Money per GPU-hour; no price is built in.")
+
+    @model_validator(mode="after")
+    def _sensible(self) -> StepTimeRequest:
+        if self.price_per_gpu_hour is not None and self.price_per_gpu_hour < 0:
+            raise SkillError(
+                f"price_per_gpu_hour={self.price_per_gpu_hour} is negative.",
+                "Send the price of one GPU-hour (>= 0), or leave it out for no money figure.",
+            )
+        if self.generation == "vllm_server" and self.vllm_server_gpus < 1:
+            raise SkillError(
+                "A vLLM server needs GPUs of its own in this estimate.",
+                "Send vllm_server_gpus >= 1, or generation 'vllm_colocate'.",
+            )
+        return self
+
+
+class StepTimeEstimate(BaseModel):
+    """Seconds per GRPO step by part, the run's total, GPU-hours and (given a price) money."""
+
+    generation_s: float = Field(description="Prefill and decode of the step's completions.")
+    training_s: float = Field(description="Policy forward + backward, reference and old-log-prob forwards.")
+    weight_sync_s: float = Field(description="Weights into vLLM (NCCL / in place / sleep-mode reload), ZeRO-3 gathers.")
+    overhead_s: float = Field(default=0.0, description="Per-step work besides the model (CPU: TRL's own).")
+    fixed_per_step_s: float = Field(description="Start, load, vLLM start, evaluations, checkpoints over max_steps.")
+    seconds_per_step: float
+    steps: int | None = None
+    total_s: float | None = None
+    gpus: int = Field(description="GPUs billed (0 on a CPU target).")
+    gpu_hours: float | None = None
+    cost: float | None = Field(default=None, description="gpu_hours x price_per_gpu_hour, when a price was sent.")
+    assumptions: list[str] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line: seconds per step (by part), the run's time, GPU-hours and money when priced.
+
+        >>> StepTimeEstimate(generation_s=3.0, training_s=1.5, weight_sync_s=0.1, fixed_per_step_s=0.4,
+        ...     seconds_per_step=5.0, steps=100, total_s=500.0, gpus=8, gpu_hours=1.11).summary()
+        '~5.0 s/step (generation 3.0, training 1.5, sync 0.1, fixed 0.4) x 100 steps = 8.3 min; 1.11 GPU-hours'
+        """
+        parts = f"generation {self.generation_s:.1f}, training {self.training_s:.1f}, sync {self.weight_sync_s:.1f}"
+        if self.overhead_s:
+            parts += f", TRL {self.overhead_s:.1f}"
+        line = f"~{self.seconds_per_step:.1f} s/step ({parts}, fixed {self.fixed_per_step_s:.1f})"
+        if self.steps and self.total_s is not None:
+            line += f" x {self.steps} steps = {describe_seconds(self.total_s)}"
+        if self.gpu_hours is not None and self.gpus:
+            line += f"; {self.gpu_hours:.3g} GPU-hours"
+        if self.cost is not None:
+            line += f"; {self.cost:,.2f} at the price sent"
+        return line
+
+
+def describe_seconds(seconds: float) -> str:
+    """A duration for a person.
+
+    >>> describe_seconds(42), describe_seconds(500), describe_seconds(7200 * 3)
+    ('42 s', '8.3 min', '6.0 h')
+    """
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

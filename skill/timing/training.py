@@ -1,0 +1,65 @@
+"""Training time of one GRPO step from FLOPs: the policy's forward and backward, and the extra forwards.
+
+Rules (per token; N = the parameters a token multiplies by, ``generation.matmul_parameters``):
+- forward: 2N plus attention, 4 x layers x q_dim x the mean context (Kaplan et al. 2020, "Scaling Laws for
+  Neural Language Models", Table 1: C_forward = 2N + 2 n_layer n_ctx d_attn; x2 here for scores and values);
+- full fine-tune: forward + backward = 3 forwards (6N; the backward computes gradients of activations and of
+  weights, 2N each: same source);
+- LoRA / QLoRA: 2 forwards (4N): the frozen weights get no weight gradients but the backward still propagates
+  activation gradients through them (Hu et al. 2021, LoRA §4: no gradients are computed for the frozen weights);
+  QLoRA's dequantization is not counted;
+- activation checkpointing: one more forward (the recomputation);
+- the reference forward (beta > 0) and the old-log-prob forward (TRL 1.16 with vLLM and its importance-sampling
+  correction, or num_iterations > 1): one forward each.
+TRL pads each micro-batch to its longest completion, so a padded step trains on that length for every row.
+
+May import: ``timing.schema``, ``timing.constants``, ``timing.generation``, ``hardware``.
+"""
+
+from __future__ import annotations
+
+from skill.hardware.throughput import GPUThroughput
+from skill.timing import constants
+from skill.timing.generation import longest_of, matmul_parameters, mean_completion
+from skill.timing.schema import StepTimeRequest
+
+
+def trained_tokens_per_sequence(request: StepTimeRequest) -> float:
+    """Prompt plus completion tokens one sequence costs: the micro-batch's longest when padded."""
+    completion = longest_of(request, request.micro_batch) if request.padded else mean_completion(request)
+    return request.prompt_tokens + completion
+
+
+def forward_passes(request: StepTimeRequest) -> float:
+    """Forward-equivalents per token: 3 (full) or 2 (LoRA) for the policy, +1 recomputation, +1 per extra forward.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.models.shapes import SHAPES
+    >>> base = dict(shape=SHAPES["qwen2.5-0.5b"].shape, hardware=HardwareSpec(gpu_model="H100"),
+    ...     completions_per_step=64, prompt_tokens=100, max_completion_length=256)
+    >>> forward_passes(StepTimeRequest(**base)), forward_passes(StepTimeRequest(**base, method="lora",
+    ...     reference_forward=True, old_logp_forward=True, activation_checkpointing=True))
+    (3, 5)
+    """
+    policy = 3 if request.method == "full" else 2
+    return policy + request.activation_checkpointing + request.reference_forward + request.old_logp_forward
+
+
+def training_flops(request: StepTimeRequest) -> float:
+    """Model FLOPs of one optimizer step over every completion of the step."""
+    shape = request.shape
+    tokens_per_sequence = trained_tokens_per_sequence(request)
+    attention = 4 * shape.layers * shape.q_dim * tokens_per_sequence / 2  # causal: the mean context is half
+    forward = 2 * matmul_parameters(shape) + attention
+    return request.completions_per_step * tokens_per_sequence * forward * forward_passes(request)
+
+
+def gpu_training_seconds(request: StepTimeRequest, gpu: GPUThroughput) -> float:
+    """Seconds on the training GPUs at TRAINING_MFU."""
+    rate = request.training_processes * gpu.peak_tflops * 1e12 * constants.TRAINING_MFU
+    return training_flops(request) / rate
+
+
+def cpu_training_seconds(request: StepTimeRequest) -> float:
+    """Seconds on this machine's CPU at its measured training rate (forward-only passes counted at the same rate)."""
+    return training_flops(request) / constants.CPU_TRAINING_FLOPS
