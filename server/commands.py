@@ -98,12 +98,9 @@ def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
         request["variant"] = args.variant
     if args.symptom:
         request["symptoms"] = args.symptom
-    if args.max_steps is not None:
-        request["max_steps"] = args.max_steps
-    if args.report_to:
-        request["report_to"] = args.report_to
-    if getattr(args, "price_per_gpu_hour", None) is not None:
-        request["price_per_gpu_hour"] = args.price_per_gpu_hour
+    for name in ("max_steps", "report_to", "price_per_gpu_hour"):
+        if getattr(args, name, None) is not None:
+            request[name] = getattr(args, name)
     for assignment in args.set or []:
         field, sep, value = assignment.partition("=")
         if not sep:
