@@ -20,6 +20,16 @@ from skill.rewards.spec import RewardSpec
 
 MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 
+# The metric GRPOTrainer logs for each loss variant (trl/trainer/grpo_trainer.py, _compute_loss); SAPO's soft gate
+# logs none of its own. tests/target/test_loss_variants.py trains each one.
+LOSS_METRICS = {
+    "luspo": "clip_ratio/region_mean",
+    "vespo": "vespo/phi_seq_mean",
+    "cispo": "cispo_clip_ratio",
+    "bnpo": "clip_ratio/region_mean",
+    "sapo": None,
+}
+
 
 @dataclass(frozen=True)
 class Configuration:
@@ -31,10 +41,12 @@ class Configuration:
     nodes: int = 1
     sharding: str | None = None  # None: one GPU (no launch plan), or the plan's own choice on several
     overrides: dict[str, Any] = field(default_factory=dict)
+    variant: str | None = None  # a named variant of skill.recipe.variants applied by emit
 
 
 CONFIGURATIONS = (
     Configuration("full-1gpu-colocate", "full"),
+    *(Configuration(f"full-1gpu-colocate-{loss}", "full", variant=loss) for loss in LOSS_METRICS),
     Configuration("full-8gpu-server-ddp", "full", 8, sharding="ddp"),
     Configuration("full-8gpu-server-zero3", "full", 8, sharding="zero3"),
     Configuration("full-8gpu-server-fsdp2", "full", 8, sharding="fsdp2"),
@@ -65,6 +77,7 @@ def emit(configuration: Configuration) -> GRPORecipe:
             dataset=DatasetSpec(name="openai/gsm8k", columns=["answer"]),
             overrides=configuration.overrides,
             override_reasons={name: "matrix configuration" for name in configuration.overrides},
+            variant=configuration.variant,
         )
     )
 

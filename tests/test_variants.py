@@ -1,10 +1,12 @@
-"""Variants: the table's deltas, their precedence, and one real GRPO step per variant on CPU."""
+"""Variants: the table's deltas, their precedence, and one real GRPO step per variant on CPU (the loss variants
+train on colocated vLLM instead: tests/target/test_loss_variants.py)."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+from recipe_matrix import LOSS_METRICS
 
 from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec
@@ -105,17 +107,6 @@ def test_variant_delta_trains_one_real_step(variant, tiny_model_dir, tmp_path):
     assert "rewards/says_the_answer/mean" in logged
 
 
-# The metric GRPOTrainer logs for each loss (trl/trainer/grpo_trainer.py, _compute_loss); SAPO's soft gate logs none
-# of its own, so its check is that no clip metric appears.
-LOSS_METRICS = {
-    "luspo": "clip_ratio/region_mean",
-    "vespo": "vespo/phi_seq_mean",
-    "cispo": "cispo_clip_ratio",
-    "bnpo": "clip_ratio/region_mean",
-    "sapo": None,
-}
-
-
 def test_every_loss_trl_ships_has_a_variant():
     from trl import GRPOConfig
 
@@ -123,19 +114,3 @@ def test_every_loss_trl_ships_has_a_variant():
     assert all(f"'{loss}'" in GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"] for loss in shipped)
     reachable = {delta.value for v in VARIANTS for delta in v.config if delta.field == "loss_type"} | {"dapo"}
     assert reachable - {"dapo"} >= shipped - {"dapo"} and set(LOSS_METRICS) == {v.name for v in LOSS_VARIANTS}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("variant", [variant.name for variant in LOSS_VARIANTS])
-def test_loss_variant_trains_two_steps_and_logs_its_metric(variant, tiny_model_dir, tmp_path):
-    recipe = cpu_recipe(tiny_model_dir, max_steps=2, variant=variant)
-    trainer = train_one_step(recipe, tiny_model_dir, tmp_path)
-    assert trainer.args.loss_type == recipe.trl["loss_type"] == variant
-    assert trainer.state.global_step == 2
-    steps = [row for row in trainer.state.log_history if "loss" in row]
-    assert len(steps) == 2 and all(math.isfinite(row["loss"]) for row in steps)
-    metric = LOSS_METRICS[variant]
-    if metric is None:
-        assert not any(key.startswith(("clip_ratio", "cispo", "vespo")) for key in steps[-1])
-    else:
-        assert all(math.isfinite(row[metric]) for row in steps), steps[-1]

@@ -12,6 +12,7 @@ from skill.hardware.specs import HardwareSpec
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, SuppliedSample
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.evaluation_plan import EvaluationPlan
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 
@@ -32,7 +33,11 @@ def pass_inspection() -> None:
     pass_review(inspect_rewards(InspectionRequest(rewards=REWARDS, samples=samples)))
 
 
-def vllm_recipe(model_dir: Path, dataset: Path, steps: int, **overrides):
+def vllm_recipe(
+    model_dir: Path, dataset: Path, steps: int, variant: str | None = None, lean: bool = False, **overrides
+):
+    """A full fine-tune generating with colocated vLLM; ``lean`` leaves out held-out scoring and the tracker, for
+    tests of training alone."""
     return emit_grpo_config(
         RecipeRequest(
             model=ModelSpec(name=str(model_dir)),
@@ -55,5 +60,8 @@ def vllm_recipe(model_dir: Path, dataset: Path, steps: int, **overrides):
                 **overrides,
             },
             max_steps=steps,
+            variant=variant,
+            evaluation=EvaluationPlan(every_steps=0, reason="not under test") if lean else None,
+            report_to="none" if lean else None,
         )
     )
