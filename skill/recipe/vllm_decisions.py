@@ -2,7 +2,8 @@
 mode, sleep mode when colocated memory is short, and a remote server's URL.
 
 Each decision reads TRL 1.16's implementation (trl/trainer/grpo_trainer.py, trl/generation/vllm_generation.py),
-cited at the constant it sets. May import: ``memory`` (the estimate), ``hardware.specs``, ``recipe.schema``, ``errors``.
+cited at the constant it sets. May import: ``memory`` (the estimate), ``hardware.specs``, ``recipe.schema``,
+``timing.estimate`` (sleep mode's seconds), ``errors``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.memory.components import estimate_components, with_shape
 from skill.recipe.schema import RecipeReason
+from skill.timing.estimate import sleep_mode_seconds_per_step
 
 # Truncated importance sampling's cap: TIS (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You
 # Off-Policy RL Training"; verl's tis_imp_ratio_cap default) clips each token's vLLM/trainer ratio at 2.
@@ -165,12 +167,13 @@ def sleep_mode_decision(memory_request: Any, parameters_b: float, share: float) 
             "step pays sleep mode's re-allocation",
         )
     asleep_peak, _, asleep_fits = _peak(memory_request.model_copy(update={"vllm_enable_sleep_mode": True}))
-    weights = parameters_b * 1e9 * 2 / 2**30
+    weight_bytes = parameters_b * 1e9 * 2
     cost = (
-        f"per step TRL wakes vLLM's weights ({weights:.1f} GiB bf16 re-allocated, then filled by the weight sync it "
-        f"does every step anyway) and its KV cache (the rest of the {share:.1f} GiB share), and sleep(level=2) "
-        "discards both after generating: no host copy, two re-allocations and an empty_cache() per step "
-        "(vllm_generation.py; the seconds are not measured here: no GPU with vLLM)"
+        f"per step TRL wakes vLLM's weights ({weight_bytes / 2**30:.1f} GiB bf16 re-allocated, then filled by the "
+        f"weight sync it does every step anyway) and its KV cache (the rest of the {share:.1f} GiB share), and "
+        "sleep(level=2) discards both after generating: no host copy, two re-allocations and an empty_cache() per "
+        f"step, at most about {sleep_mode_seconds_per_step(weight_bytes):.1f} s a step from vLLM's published wake "
+        "times (CUDA only; not measured here)"
     )
     if asleep_fits:
         return (

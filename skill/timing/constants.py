@@ -25,9 +25,15 @@ DECODE_BANDWIDTH_UTILISATION = 0.52
 NVLINK_BYTES_PER_S = 450e9
 # Between nodes: one 400 Gb/s InfiniBand NDR link per GPU (DGX H100 reference architecture) = 50 GB/s.
 INTER_NODE_BYTES_PER_S = 50e9
-# Host <-> GPU (vLLM sleep mode offloads weights and reloads them every step): PCIe Gen5 x16, 64 GB/s each way
-# (PCI-SIG), of which ~50% is reached by pageable copies; stated estimate.
-PCIE_BYTES_PER_S = 32e9
+# vLLM sleep mode as TRL 1.16 drives it (trl/generation/vllm_generation.py): each step it wakes vLLM's weights before
+# the weight sync it makes anyway and the KV cache before generating, then sleeps at level 2, which discards both.
+# Memory is re-mapped; nothing comes back from the host. Per step, the line through vLLM's published level-1 wake
+# times on an A100 (vLLM 0.11): Qwen3-0.6B, 1.2 GB of bf16 weights, 0.26 s; Phi-3-vision-128k, 4.2B, 8.4 GB, 0.82 s
+# ("Zero-Reload Model Switching with vLLM Sleep Mode", blog.vllm.ai, 2025-10-26). A level-1 wake re-maps the same
+# memory and also copies the weights back from the host, which level 2 skips, so this is an upper estimate; the
+# sleep itself is not in it. CUDA only: not measured here.
+SLEEP_WAKE_FIXED_S = 0.17
+SLEEP_WAKE_S_PER_GB = 0.078
 # Achieved share of a link's bandwidth by NCCL broadcasts of per-tensor weight updates (TRL sends one tensor at a
 # time): stated estimate, not measured here.
 LINK_UTILISATION = 0.5

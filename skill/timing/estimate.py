@@ -21,12 +21,21 @@ from skill.timing.generation import (
 from skill.timing.schema import StepTimeEstimate, StepTimeRequest
 from skill.timing.training import cpu_training_seconds, gpu_training_seconds
 
-__all__ = ["StepTimeEstimate", "StepTimeRequest", "estimate_step_time"]
+__all__ = ["StepTimeEstimate", "StepTimeRequest", "estimate_step_time", "sleep_mode_seconds_per_step"]
+
+
+def sleep_mode_seconds_per_step(weight_bytes: float) -> float:
+    """What colocated vLLM's sleep mode adds to a step: waking its weights and KV cache (constants.SLEEP_WAKE_*).
+
+    >>> round(sleep_mode_seconds_per_step(15.2e9), 2)  # a 7.6B model's bf16 weights
+    1.36
+    """
+    return constants.SLEEP_WAKE_FIXED_S + constants.SLEEP_WAKE_S_PER_GB * weight_bytes / 1e9
 
 
 def _weight_sync_seconds(request: StepTimeRequest, gpu: GPUThroughput) -> tuple[float, list[str]]:
     """Weights into vLLM once per step: NCCL to a server, an in-place load when colocated (LoRA merged first),
-    a ZeRO-3 / FSDP gather before either, a host round trip under sleep mode."""
+    a ZeRO-3 / FSDP gather before either, the wake-up from sleep mode."""
     if request.generation == "transformers":
         return 0.0, []
     weights = request.shape.parameters() * VLLM_BYTES
@@ -42,8 +51,8 @@ def _weight_sync_seconds(request: StepTimeRequest, gpu: GPUThroughput) -> tuple[
         seconds += weights / link
         notes.append("server mode: weights broadcast over NCCL each step at half the link's bandwidth")
     if request.vllm_sleep_mode:
-        seconds += weights / constants.PCIE_BYTES_PER_S
-        notes.append("vLLM sleep mode: the weights return from host memory every step over PCIe")
+        seconds += sleep_mode_seconds_per_step(weights)
+        notes.append("vLLM sleep mode: its weights and KV cache are re-mapped every step (level 2, no host copy)")
     return seconds, notes
 
 
