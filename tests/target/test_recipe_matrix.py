@@ -31,6 +31,9 @@ def test_every_recipe_of_the_matrix_builds_under_the_target(configuration, tmp_p
     kwargs, processes, recipe = script_kwargs(configuration)
     config, _notes = build_grpo_config(kwargs, str(tmp_path), on_target=False, target_world_size=processes)
     assert config.gradient_checkpointing is True and not hasattr(config, "activation_checkpointing")
+    assert (config.loss_type, config.use_vllm) == (recipe.trl["loss_type"], recipe.trl["use_vllm"])
+    if configuration.variant:  # a loss variant of the matrix: TRL built the loss the variant names
+        assert config.loss_type == configuration.variant
     expected = "float32" if configuration.method == "full" else "bfloat16"
     assert config.model_init_kwargs["dtype"] == expected and recipe.trl["bf16"] is True
     if configuration.method != "full" and configuration.sharding == "zero3":
