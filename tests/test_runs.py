@@ -134,6 +134,11 @@ def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dat
     pass_inspection(REWARDS)
     status = run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, steps=3), run_id="tiny-full"))
     assert status.state in ("running", "succeeded")
+    # Its own rendezvous port, in the worker's environment (read while it loads torch): TRL's would be 29500 for all.
+    record = read_record(run_dir("tiny-full"))
+    worker_environment = Path(f"/proc/{record.pid}/environ").read_bytes().split(b"\0")
+    assert f"MASTER_PORT={record.ports['master']}".encode() in worker_environment
+    assert status.engine_ids["master_port"] == record.ports["master"]
     status = wait("tiny-full")
     assert status.state == "succeeded", run_logs("tiny-full").lines[-20:]
     directory = run_dir("tiny-full")

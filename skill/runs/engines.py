@@ -77,7 +77,10 @@ class ProcessEngine:
         return [sys.executable, "-m", "skill.runs.worker", str(directory)] + (["--resume"] if resume else [])
 
     def ports(self, recipe: GRPORecipe) -> dict[str, int]:
-        return {}
+        """MASTER_PORT, picked per run: colocated vLLM opens a torch.distributed rendezvous even in one process, and
+        TRL's own pick (trl/trainer/utils.py _find_free_port) tries 29500 first, so two runs starting together on
+        one machine both took it and the second failed with EADDRINUSE."""
+        return {"master": free_port()}
 
     def log_paths(self, directory: Path) -> list[Path]:
         return [directory / "train.log"]
