@@ -9,7 +9,7 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.schema import MemoryRequest
-from skill.recipe.compatibility import refuse_incompatible
+from skill.recipe.compatibility import TRL_DEFAULTS, refuse_incompatible
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launch import launch_files
 from skill.recipe.schema import DatasetSpec, ModelSpec
@@ -30,17 +30,26 @@ def gpu_recipe(model: str, method: str, gpus: int = 1, gpu: str = "H100", **chan
     )
 
 
-def test_importance_sampling_follows_the_ratio_level():
-    token = {f: v for f, v, _ in importance_sampling_fields({"use_vllm": True, "importance_sampling_level": "token"})}
-    assert token == {
-        "vllm_importance_sampling_correction": True,
-        "vllm_importance_sampling_mode": "token_truncate",
-        "vllm_importance_sampling_clip_max": 2.0,
-    }
-    fields = importance_sampling_fields({"use_vllm": True, "importance_sampling_level": "sequence"})
-    sequence = {f: v for f, v, _ in fields}
-    assert sequence["vllm_importance_sampling_mode"] == "sequence_mask"
-    assert sequence["vllm_importance_sampling_clip_max"] == 3.0
+def test_importance_sampling_truncates_per_token_and_its_cap_follows_a_chosen_mode():
+    for level in ("token", "sequence"):  # GSPO's ratios too: sequence_mask would drop long answers whole
+        fields = importance_sampling_fields({"use_vllm": True, "importance_sampling_level": level})
+        assert {f: v for f, v, _ in fields} == {
+            "vllm_importance_sampling_correction": True,
+            "vllm_importance_sampling_mode": "token_truncate",
+            "vllm_importance_sampling_clip_max": 2.0,
+        }
+    masked = importance_sampling_fields({"use_vllm": True, "vllm_importance_sampling_mode": "token_mask"})
+    assert masked[2][1] == 3.0 and "drops its token" in masked[2][2]
+
+
+def test_a_caller_or_variant_mode_keeps_its_cap_and_variant_provenance_names_only_what_stayed():
+    masked = {"vllm_importance_sampling_mode": "sequence_mask"}
+    mask = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "full", overrides=masked)
+    assert mask.trl["vllm_importance_sampling_clip_max"] == 3.0  # not TIS's 2.0 for a mask
+    gspo = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "full", variant="gspo", overrides={"epsilon": 0.2})
+    assert gspo.trl["vllm_importance_sampling_mode"] == "token_truncate"
+    assert "epsilon" not in gspo.variant.changes and gspo.variant.changes["loss_type"] == "gspo"
+    assert any("overruled by the caller's override epsilon=0.2" in line for line in gspo.variant.dropped)
 
 
 def test_colocated_tensor_parallel_splits_only_what_does_not_fit():
@@ -96,12 +105,25 @@ def test_a_remote_server_url_is_kept_with_its_reason_and_refused_without_a_serve
         ({"sync_ref_model": True, "beta": 0.01}, "lora", "NotImplementedError"),
         ({"use_vllm": True, "vllm_importance_sampling_clip_min": 3.0}, "full", "is not below"),
         ({"use_vllm": True, "ds3_gather_for_generation": False}, "full", "gathered weights"),
+        ({"loss_type": "cispo"}, "full", r"epsilon \(epsilon_high is unset\) = 0.2"),
+        ({"loss_type": "cispo", "epsilon_high": 0.28}, "full", "every on-policy token is capped"),
+        ({"multi_objective_aggregation": "normalize_then_sum", "scale_rewards": "none"}, "full", "ignores"),
+        ({"use_liger_kernel": True, "liger_kernel_config": {"fused_linear_cross_entropy": True}}, "lora", "refuses"),
+        ({"vllm_importance_sampling_cap": 5.0}, "full", "overwrites vllm_importance_sampling_clip_max"),
+        ({"use_transformers_paged": True}, "full", "overwrites use_transformers_continuous_batching"),
     ],
 )
 def test_combinations_grpo_trainer_rejects_are_refused(trl, method, words):
     with pytest.raises(SkillError, match=words) as refused:
         refuse_incompatible(trl, method)
     assert refused.value.fix.startswith("Send")
+
+
+def test_what_the_refusals_ask_for_is_accepted():
+    refuse_incompatible({"loss_type": "cispo", "epsilon_high": 5.0}, "full")
+    refuse_incompatible({"multi_objective_aggregation": "normalize_then_sum", "scale_rewards": "group"}, "full")
+    refuse_incompatible({"use_liger_kernel": True, "liger_kernel_config": {"rms_norm": True}}, "lora")
+    refuse_incompatible({"vllm_importance_sampling_clip_max": 5.0}, "full")
 
 
 def test_beta_zero_is_the_first_remedy_when_it_is_the_cheapest_that_fits():
@@ -115,3 +137,21 @@ def test_beta_zero_is_the_first_remedy_when_it_is_the_cheapest_that_fits():
     fitting = [remedy for remedy in estimate_memory(request).remedies if remedy.fits]
     assert fitting[0].name == "beta_zero" and fitting[0].changes == {"beta": 0.0}
     assert "beta_zero" not in [r.name for r in estimate_memory(request.model_copy(update={"beta": 0.0})).remedies]
+
+
+def test_the_rules_read_the_installed_grpo_config_defaults_and_its_aliases_really_overwrite(tmp_path):
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    defaults = {field.name: field.default for field in dataclasses.fields(GRPOConfig)}
+    assert {name: defaults[name] for name in TRL_DEFAULTS} == TRL_DEFAULTS
+    aliased = GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        report_to="none",
+        vllm_importance_sampling_cap=5.0,
+        vllm_importance_sampling_clip_max=2.0,
+        use_transformers_paged=True,
+    )
+    assert aliased.vllm_importance_sampling_clip_max == 5.0 and aliased.use_transformers_continuous_batching

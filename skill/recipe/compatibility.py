@@ -25,6 +25,14 @@ TRL_DEFAULTS: dict[str, Any] = {
     "beta": 0.0,
     "sync_ref_model": False,
     "ds3_gather_for_generation": True,
+    "epsilon": 0.2,
+    "epsilon_high": None,
+    "scale_rewards": "group",
+    "multi_objective_aggregation": "sum_then_normalize",
+    "use_liger_kernel": False,
+    "liger_kernel_config": None,
+    "vllm_importance_sampling_cap": None,
+    "use_transformers_paged": False,
 }
 TOKEN_SUMMED_LOSSES = ("bnpo", "dr_grpo", "dapo", "cispo")  # grpo_trainer.py: sequence-level IS warning
 
@@ -39,7 +47,9 @@ def _vespo_vllm_mode(v: dict[str, Any], method: str) -> SkillError | None:
         f"loss_type='vespo' with vLLM generation and vllm_importance_sampling_mode="
         f"{v['vllm_importance_sampling_mode']!r}: GRPOTrainer refuses it (VESPO weights sequences itself and needs "
         "token-level vLLM ratios).",
-        "Send vllm_importance_sampling_mode 'token_truncate' (emit's choice) or 'token_mask', or leave it out.",
+        "Send vllm_importance_sampling_mode 'token_truncate', or leave it out (emit's choice). ('token_mask' starts, "
+        "but a masked token's ratio of 0 enters VESPO's sequence weight as log(1e-8), so one masked token zeroes its "
+        "whole answer.)",
     )
 
 
@@ -79,6 +89,61 @@ def _reference_sync(v: dict[str, Any], method: str) -> SkillError | None:
     return None
 
 
+def _cispo_cap(v: dict[str, Any], method: str) -> SkillError | None:
+    # grpo_trainer.py _compute_loss: cispo clamps each ratio at epsilon_high, which falls back to epsilon when unset
+    if v["loss_type"] != "cispo":
+        return None
+    cap = v["epsilon_high"] if v["epsilon_high"] is not None else v["epsilon"]
+    if cap > 1.0:
+        return None
+    named = "epsilon_high" if v["epsilon_high"] is not None else "epsilon (epsilon_high is unset)"
+    return SkillError(
+        f"loss_type='cispo' caps each token's importance weight at {named} = {cap:g}: below 1, every on-policy token "
+        "is capped, so the loss shrinks by that factor instead of bounding rare high-ratio tokens.",
+        "Send epsilon_high 5.0 (ScaleRL's cap, the cispo variant's), or send variant 'cispo' instead of loss_type.",
+    )
+
+
+def _normalised_rewards_scale(v: dict[str, Any], method: str) -> SkillError | None:
+    # grpo_trainer.py _generate_and_score_completions: the normalize_then_sum branch never reads scale_rewards
+    if v["multi_objective_aggregation"] != "normalize_then_sum" or v["scale_rewards"] == "group":
+        return None
+    return SkillError(
+        f"multi_objective_aggregation='normalize_then_sum' with scale_rewards={v['scale_rewards']!r}: that "
+        "aggregation divides each reward by its group's std and the sum by the batch's, and TRL ignores "
+        "scale_rewards there, so the run would not scale as asked.",
+        "Send scale_rewards 'group' (what it does anyway), or multi_objective_aggregation 'sum_then_normalize' to "
+        "keep the scaling (e.g. Dr. GRPO's 'none').",
+    )
+
+
+def _liger_fused_head(v: dict[str, Any], method: str) -> SkillError | None:
+    # grpo_trainer.py __init__: ValueError when Liger's fused linear cross-entropy is asked for
+    if v["use_liger_kernel"] and (v["liger_kernel_config"] or {}).get("fused_linear_cross_entropy"):
+        return SkillError(
+            "liger_kernel_config fused_linear_cross_entropy=True: it replaces the model's forward, which "
+            "GRPOTrainer patches with its own chunked LM head; GRPOTrainer refuses it.",
+            "Send liger_kernel_config without fused_linear_cross_entropy (TRL still applies Liger's other kernels).",
+        )
+    return None
+
+
+def _deprecated_aliases(v: dict[str, Any], method: str) -> SkillError | None:
+    # grpo_config.py __post_init__: each alias overwrites its replacement (with a FutureWarning), so the
+    # replacement the recipe states would not be the value trained with
+    aliases = {
+        "vllm_importance_sampling_cap": ("vllm_importance_sampling_clip_max", None),
+        "use_transformers_paged": ("use_transformers_continuous_batching", False),
+    }
+    for alias, (replacement, unset) in aliases.items():
+        if v[alias] != unset:
+            return SkillError(
+                f"{alias} is deprecated in TRL 1.16 and overwrites {replacement} when set.",
+                f"Send {replacement}={v[alias]!r} instead.",
+            )
+    return None
+
+
 def _importance_bounds(v: dict[str, Any], method: str) -> SkillError | None:
     # grpo_config.py __post_init__: min >= max, and a truncate mode with neither bound, raise ValueError
     low, high = v["vllm_importance_sampling_clip_min"], v["vllm_importance_sampling_clip_max"]
@@ -113,6 +178,10 @@ RULES: tuple[Callable[[dict[str, Any], str], SkillError | None], ...] = (
     _reference_sync,
     _importance_bounds,
     _gather_for_vllm,
+    _cispo_cap,
+    _normalised_rewards_scale,
+    _liger_fused_head,
+    _deprecated_aliases,
 )
 
 

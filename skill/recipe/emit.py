@@ -1,11 +1,10 @@
 """emit_grpo_config: a request in, a GRPORecipe the installed TRL accepts out.
 
-Order of decisions, each recorded with its reason: the seed recipe, then what the hardware
-implies (dtype, vLLM mode, checkpointing), then the method (LoRA / QLoRA), then the task (the completion
-budget, from the route's probe: skill.recipe.completion_budget), then variants, then the caller's explicit
-overrides. The result is then checked: the group-size floor, divisibility on the
-target's world size, field names and enumerated values against the installed TRL, and a real
-``GRPOConfig`` construction.
+Order of decisions, each recorded with its reason: the seed recipe, then what the hardware implies (dtype, vLLM mode,
+checkpointing), then the method (LoRA / QLoRA), then the task (the completion budget, from the route's probe:
+skill.recipe.completion_budget), then variants, then the caller's explicit overrides. The result is then checked: the
+group-size floor, divisibility on the target's world size, field names and enumerated values against the installed
+TRL, and a real ``GRPOConfig`` construction.
 """
 
 from __future__ import annotations
@@ -189,7 +188,7 @@ def _apply_generation_decisions(build: _Builder, request: RecipeRequest, paramet
     decided = importance_sampling_fields(build.trl)
     decided += colocate_tensor_parallel(build.trl, request.hardware, parameters_b)
     for field, value, reason in decided:
-        if field not in request.overrides:
+        if field not in build.reasons or build.reasons[field].source not in ("override", "variant"):
             build.set(field, value, "hardware", reason)
     check_server_url(build.trl)
     if "vllm_server_base_url" in request.overrides and "vllm_server_base_url" not in request.override_reasons:
@@ -345,6 +344,8 @@ def _decide_kwargs(
     check_budget_override(request.overrides.get("max_completion_length"), probe, budget)
     for field, value in request.overrides.items():
         build.set(field, value, "override", request.override_reasons.get(field, "set explicitly by the caller"))
+    if variant is not None:
+        variant.overruled_by(request.overrides)
     slow = cpu_budget_warning(build.trl["max_completion_length"]) if request.hardware.accelerator == "cpu" else None
     build.notes += [slow] if slow else []
     if "vllm_max_model_length" not in request.overrides:

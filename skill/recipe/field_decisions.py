@@ -37,10 +37,10 @@ SET: dict[str, str] = {
     "per-step cost (skill.recipe.vllm_decisions)",
     "vllm_importance_sampling_correction": "vLLM path: vLLM's bf16 sampler and the fp32/autocast trainer disagree "
     "on log-probs; the correction reweights that gap (skill.recipe.vllm_decisions)",
-    "vllm_importance_sampling_mode": "vLLM path: token_truncate for token-level ratios, sequence_mask for "
-    "sequence-level ones (skill.recipe.vllm_decisions)",
-    "vllm_importance_sampling_clip_max": "vLLM path: cap 2.0 for truncated token ratios (TIS), 3.0 (TRL's) for "
-    "masked sequence ratios",
+    "vllm_importance_sampling_mode": "vLLM path: token_truncate for every loss, TRL's sequence_mask drops long "
+    "answers whole (skill.recipe.vllm_decisions)",
+    "vllm_importance_sampling_clip_max": "vLLM path: cap 2.0 for truncated ratios (TIS), 3.0 (TRL's) where a "
+    "caller picks a mask mode",
     "vllm_server_port": "run_grpo picks a free port per run (skill.runs.worker.engine_settings)",
     # the objective
     "beta": "KL anchor 0.01 on GPU (with its memory price in a full fine-tune), 0 on CPU short runs",
@@ -97,8 +97,9 @@ SET: dict[str, str] = {
 LEFT: dict[str, str] = {
     "trust_remote_code": "False: remote model code is not run; architectures transformers ships need none",
     "router_aux_loss_coef": "None: an MoE model's own config coefficient; TRL refuses a value on dense models",
-    "cast_lm_head_to_fp32": "False: TRL's fused LM-head log-prob already computes in float32 tiles; ScaleRL's "
-    "cast targets untied heads, and the small models here tie them",
+    "cast_lm_head_to_fp32": "False: the head's matmul stays bf16 under autocast (TRL's chunked log-prob takes the "
+    "softmax in float32); ScaleRL's fp32 head narrows the vLLM/trainer log-prob gap for an fp32 head copy and "
+    "matmul, a gap the recipe's importance-sampling correction already reweights",
     "remove_unused_columns": "False (TRL's GRPO default): rewards read the answer columns",
     "ds3_gather_for_generation": "True: gathering ZeRO-3 weights for generation is required by vLLM; False is a "
     "memory remedy (generate_layer_by_layer)",
@@ -138,7 +139,7 @@ LEFT: dict[str, str] = {
     "entropy_coef_min": "0.0: inert without adaptive entropy",
     "entropy_coef_max": "1.0: inert without adaptive entropy",
     "entropy_coef_delta": "0.005: inert without adaptive entropy",
-    "entropy_target": "0.2 nats: inert without an entropy bonus",
+    "entropy_target": "0.2 nats: the adaptive controller's target, unread while use_adaptive_entropy is off",
     "max_tool_calling_iterations": "None: no tools in these recipes",
     "off_policy_mask_threshold": "None: DeepSeek-V3.2's off-policy mask targets stale data; on-policy runs have none",
     "log_multimodal": "True: no images in these recipes, so nothing to log",

@@ -223,7 +223,6 @@ LOSS_VARIANTS: list[Variant] = [
         config=[
             ConfigDelta(field="loss_type", value="vespo"),
             ConfigDelta(field="importance_sampling_level", value="token"),
-            ConfigDelta(field="vllm_importance_sampling_mode", value="token_truncate"),
         ],
     ),
     Variant(
@@ -282,6 +281,19 @@ class AppliedVariants(BaseModel):
     changes: dict[str, str] = Field(default_factory=dict, description="field -> the variant that set it.")
     dropped: list[str] = Field(default_factory=list, description="Deltas overruled by a higher-precedence variant.")
     other: list[OtherDelta] = Field(default_factory=list, description="Deltas that are not config fields.")
+
+    def overruled_by(self, overrides: dict[str, Any]) -> None:
+        """Move each change the caller overrode from ``changes`` to ``dropped``: provenance names only what a
+        variant really set.
+
+        >>> applied = AppliedVariants(variants=["cispo"], changes={"loss_type": "cispo", "epsilon_high": "cispo"})
+        >>> applied.overruled_by({"epsilon_high": 4.0})
+        >>> applied.changes, applied.dropped
+        ({'loss_type': 'cispo'}, ["cispo: epsilon_high (overruled by the caller's override epsilon_high=4.0)"])
+        """
+        for field in [field for field in self.changes if field in overrides]:
+            owner = self.changes.pop(field)
+            self.dropped.append(f"{owner}: {field} (overruled by the caller's override {field}={overrides[field]!r})")
 
 
 def select_variants(names: list[str], symptoms: list[str]) -> tuple[list[Variant], list[str]]:

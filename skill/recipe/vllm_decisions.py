@@ -17,8 +17,8 @@ from skill.memory.components import estimate_components, with_shape
 from skill.recipe.schema import RecipeReason
 from skill.timing.estimate import sleep_mode_seconds_per_step
 
-# Truncated importance sampling's cap: TIS (Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You
-# Off-Policy RL Training"; verl's tis_imp_ratio_cap default) clips each token's vLLM/trainer ratio at 2.
+# Truncated importance sampling's cap: the TIS authors (Yao et al. 2025, "Your Efficient RL Framework Secretly
+# Brings You Off-Policy RL Training") truncate each token's vLLM/trainer ratio at C = 2.
 TIS_CAP = 2.0
 # TRL 1.16's masked-IS cap (GRPOConfig.vllm_importance_sampling_clip_max default, trl/trainer/grpo_config.py).
 MASK_CAP = 3.0
@@ -28,50 +28,45 @@ Decision = tuple[str, Any, str]
 
 
 def importance_sampling_fields(trl: dict[str, Any]) -> list[Decision]:
-    """The vLLM importance-sampling correction: on, its mode matched to the loss's ratio level, and its cap.
+    """The vLLM importance-sampling correction: on, truncated per token, and the cap that fits the mode in
+    ``trl`` (a caller's or variant's mode is kept: its cap follows it).
 
     >>> [value for _, value, _ in importance_sampling_fields({"use_vllm": True, "importance_sampling_level": "token"})]
     [True, 'token_truncate', 2.0]
+    >>> importance_sampling_fields({"use_vllm": True, "vllm_importance_sampling_mode": "sequence_mask"})[2][1]
+    3.0
     >>> importance_sampling_fields({"use_vllm": False})
     []
     """
     if not trl.get("use_vllm"):
         return []
-    on = (
-        "vllm_importance_sampling_correction",
-        True,
-        "vLLM samples with bf16 weights and its own kernels while the trainer recomputes log-probs with fp32 master "
-        "weights under autocast, so the samples are slightly off-policy; TRL reweights each by exp(trainer - vLLM "
-        "log-prob) (grpo_trainer.py, _generate_and_score_completions)",
-    )
-    sequence = trl.get("importance_sampling_level") == "sequence" and trl.get("loss_type") != "vespo"
-    if sequence:
-        return [
-            on,
-            (
-                "vllm_importance_sampling_mode",
-                "sequence_mask",
-                "sequence-level policy ratios (GSPO/LUSPO) pair with a sequence-level correction; masking (TRL's "
-                "default) drops a sequence whose vLLM/trainer ratio leaves the cap instead of reweighting it",
-            ),
-            ("vllm_importance_sampling_clip_max", MASK_CAP, f"TRL's masked-IS cap {MASK_CAP:g}, stated"),
-        ]
+    mode = trl.get("vllm_importance_sampling_mode", "token_truncate")
+    if mode.endswith("_truncate"):
+        cap = (
+            TIS_CAP,
+            f"truncate each ratio at {TIS_CAP:g} (the TIS authors' C, Yao et al. 2025): bounds the variance a rare "
+            "mismatched token adds and keeps every token in the loss",
+        )
+    else:
+        unit = mode.split("_")[0]  # token or sequence
+        cap = (MASK_CAP, f"TRL's masked-IS cap {MASK_CAP:g}: a ratio above it drops its {unit} from the loss")
     return [
-        on,
+        (
+            "vllm_importance_sampling_correction",
+            True,
+            "vLLM samples with bf16 weights and its own kernels while the trainer recomputes log-probs with fp32 "
+            "master weights under autocast, so the samples are slightly off-policy; TRL reweights each by "
+            "exp(trainer - vLLM log-prob) (grpo_trainer.py, _generate_and_score_completions)",
+        ),
         (
             "vllm_importance_sampling_mode",
-            "token_truncate",
-            "token-level policy ratios (the seed's dapo loss; vespo needs token_* modes, grpo_trainer.py __init__) "
-            "pair with token-level truncated IS (TIS); TRL's default sequence_mask multiplies the per-token ratios "
-            "over the whole completion: if vLLM and the trainer differ by 0.05 rms per token, 256 tokens sum to 0.8 "
-            "rms in log space and about 1 sequence in 12 passes the cap of 3 and is masked whole",
+            mode,
+            "truncated IS per token (TIS) for every loss (vespo accepts only token_* modes, grpo_trainer.py "
+            "__init__): TRL's default sequence_mask multiplies the per-token ratios over the whole completion (their "
+            "product, not GSPO's length-normalised mean): if vLLM and the trainer differ by 0.05 rms per token, 256 "
+            "tokens sum to 0.8 rms in log space and about 1 sequence in 12 passes the cap of 3 and is masked whole",
         ),
-        (
-            "vllm_importance_sampling_clip_max",
-            TIS_CAP,
-            f"truncate token ratios at {TIS_CAP:g} (TIS, Yao et al. 2025; verl's default): bounds the variance a "
-            "rare mismatched token adds, keeps every token in the loss",
-        ),
+        ("vllm_importance_sampling_clip_max", *cap),
     ]
 
 

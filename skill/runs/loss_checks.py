@@ -17,7 +17,7 @@ from skill.runs.series import NOISE_Z, falls, recent_mean, rises, trend_of
 # Training-inference mismatch: TRL's per-token mean |log p_trainer - log p_vLLM| over completion tokens. A healthy
 # vLLM/trainer pair holds it flat near 0.011 nats (Qwen3-4B, vllm-project/vime#64; 0.012 in huggingface/trl#4772);
 # the drift that issue flags went 0.011 -> 0.036. So: past 0.03 and at least doubled since the start, or past
-# 0.1 (a sequence ratio of e^10 over 100 tokens: the correction masks whole answers) whatever the start.
+# 0.1 (nine times the healthy gap, three times the flagged drift) whatever the start.
 LOGP_GAP = "sampling/sampling_logp_difference/mean"
 MISMATCH_LIMIT = 0.03
 MISMATCH_GROWTH = 2.0
