@@ -152,12 +152,20 @@ def prepare(work: Path, steps: int):
 
 
 def measure(steps: int = 20, rounds: int = 2, processes: int = 1) -> dict[str, float]:
-    """Median seconds per step of each side over interleaved rounds, and their ratio."""
+    """Median seconds per step of each side over interleaved rounds, and their ratio. The state root and trackio
+    directory it points the environment at are undone afterwards: a caller in the same process (the bench smoke
+    test's pytest worker) would otherwise run its later runs in the bench's directories."""
+    from unittest.mock import patch
+
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))
-    os.environ["GRPO_RLVR_HOME"] = str(work / "state")
     # Both sides report to the recipe's tracker (trackio where installed): the bare script's files stay in the bench's
     # own directory, not in the user's HF_HOME (where trackio writes without TRACKIO_DIR).
-    os.environ["TRACKIO_DIR"] = str(work / "trackio")
+    bench_environment = {"GRPO_RLVR_HOME": str(work / "state"), "TRACKIO_DIR": str(work / "trackio")}
+    with patch.dict(os.environ, bench_environment):
+        return _measure(work, steps, rounds, processes)
+
+
+def _measure(work: Path, steps: int, rounds: int, processes: int) -> dict[str, float]:
     from skill.runs.jobs import RunRequest, run_grpo, run_status
     from skill.runs.store import read_jsonl
 
