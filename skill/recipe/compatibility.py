@@ -132,11 +132,11 @@ def _deprecated_aliases(v: dict[str, Any], method: str) -> SkillError | None:
     # grpo_config.py __post_init__: each alias overwrites its replacement (with a FutureWarning), so the
     # replacement the recipe states would not be the value trained with
     aliases = {
-        "vllm_importance_sampling_cap": ("vllm_importance_sampling_clip_max", None),
-        "use_transformers_paged": ("use_transformers_continuous_batching", False),
+        "vllm_importance_sampling_cap": "vllm_importance_sampling_clip_max",
+        "use_transformers_paged": "use_transformers_continuous_batching",
     }
-    for alias, (replacement, unset) in aliases.items():
-        if v[alias] != unset:
+    for alias, replacement in aliases.items():
+        if v[alias] != TRL_DEFAULTS[alias]:
             return SkillError(
                 f"{alias} is deprecated in TRL 1.16 and overwrites {replacement} when set.",
                 f"Send {replacement}={v[alias]!r} instead.",
