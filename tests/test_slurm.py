@@ -8,6 +8,7 @@ whose weights TRL syncs over NCCL (CUDA only). Those lines of the script are che
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -27,6 +28,7 @@ from skill.runs.held_out import training_rows
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
 from skill.runs.rank_state import DUMP_RANK_STATE_ENV, parameter_digest
 from skill.runs.store import START_LOCK, read_jsonl, read_record, run_dir, runs_root
+from skill.state import STATE_ROOT_ENV
 
 _SPEC = importlib.util.spec_from_file_location(
     "slurm_cluster", Path(__file__).resolve().parent.parent / "scripts" / "slurm_cluster.py"
@@ -41,11 +43,18 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(isolated_state_root):
     if slurm.MISSING and not os.environ.get("CI"):  # CI installs it (make test): there, a missing Slurm fails
         pytest.skip(f"Slurm is not installed ({', '.join(slurm.MISSING)}): make test installs slurm-wlm and munge")
-    with slurm.slurm_cluster() as env:
-        yield env
+    # The cluster's two nodes hold one test's job at a time: a second pytest worker with a cluster of its own means
+    # xdist_group("slurm") was not honoured (pytest 9.2 with pytest-xdist 3.8), and those tests would race.
+    with open(isolated_state_root / "slurm-tests.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pytest.fail("Another pytest worker runs the Slurm tests: run pytest with --dist loadgroup (pytest <9.2).")
+        with slurm.slurm_cluster() as env:
+            yield env
 
 
 @pytest.fixture
@@ -70,9 +79,9 @@ def training_steps(directory):
     return [row["step"] for row in training_rows(read_jsonl(directory / "metrics.jsonl"))]
 
 
-def test_refusals_come_before_anything_is_written(on_cluster, digit_model_dir, addition_data):
+def test_refusals_come_before_anything_is_written(on_cluster, digit_model_dir, addition_data, tmp_path, monkeypatch):
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path))  # its own runs directory: the other worker starts runs meanwhile
     pass_inspection(REWARDS)
-    before = set(runs_root().iterdir()) - {runs_root() / START_LOCK}  # the lock is taken before the checks
     with pytest.raises(SkillError, match="Slurm refused the job: .*[Ii]nvalid partition") as refused:
         run_grpo(two_node_request(digit_model_dir, addition_data, "bad-partition", 3, SlurmSettings(partition="nope")))
     assert "partition" in refused.value.fix
@@ -80,7 +89,7 @@ def test_refusals_come_before_anything_is_written(on_cluster, digit_model_dir, a
         run_grpo(two_node_request(digit_model_dir, addition_data, "no-slurm", 3).model_copy(update={"slurm": None}))
     with pytest.raises(ValueError, match="not a Slurm time"):
         SlurmSettings(time_limit="soon")
-    assert set(runs_root().iterdir()) - {runs_root() / START_LOCK} == before
+    assert set(runs_root().iterdir()) <= {runs_root() / START_LOCK}  # the lock is taken before the checks
 
 
 def test_two_nodes_train_in_sync_and_the_status_follows_the_scheduler(
