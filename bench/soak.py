@@ -7,7 +7,8 @@ tiny runs train meanwhile (GRPO_RLVR_MAX_RUNS=2); once the first has a checkpoin
 resumed through a client, and one HTTP server (the one that started a run) is SIGKILLed and restarted.
 
 Pass: no internal error and no transport failure outside the killed server's window, every run.json and every
-JSONL line parses (no torn file), no *.tmp left, and each run's metrics hold steps 1..N exactly once.
+JSONL line parses (no torn file), no *.tmp left but a SIGKILLed writer's (its pid is in the name), and each
+run's metrics hold steps 1..N exactly once.
 Figures: calls, tool errors (refusals in the project's shape), internal errors, p50 / p99 latency.
 Run: python bench/soak.py [--seconds 300]
 """
@@ -277,7 +278,9 @@ async def _kill_and_resume_worker(state: dict[str, Any], open_stdio) -> None:
     first = run_dir(state["planned"][0])
     checkpointed = await _wait_for(lambda: any(first.glob("checkpoints/checkpoint-*/trainer_state.json")), 600)
     state["events"].append(f"first checkpoint of {first.name}: {checkpointed}")
-    os.killpg(read_record(first).pid, signal.SIGKILL)
+    worker = read_record(first).pid
+    state["killed_pids"].append(worker)
+    os.killpg(worker, signal.SIGKILL)
     state["events"].append(f"SIGKILLed the worker of {first.name}")
     async with open_stdio() as client:
         for _ in range(120):  # a status call reaps it (failed, SIGKILL); then resume it
@@ -293,6 +296,7 @@ async def _kill_and_resume_worker(state: dict[str, Any], open_stdio) -> None:
 async def _kill_and_restart_server(state: dict[str, Any], servers: dict[str, Any]) -> None:
     await asyncio.sleep(max(0.0, (state["deadline"] - time.time()) / 3))  # a third in: time left to reconnect
     state["killing"] = True
+    state["killed_pids"].append(servers["killable"].pid)
     servers["killable"].send_signal(signal.SIGKILL)
     servers["killable"].wait()
     state["events"].append("SIGKILLed HTTP server 2")
@@ -305,12 +309,23 @@ async def _kill_and_restart_server(state: dict[str, Any], servers: dict[str, Any
     state["killing"] = False
 
 
-def check_state(root: Path, steps: int, run_ids: list[str]) -> list[str]:
-    """Every way the state on disk could be damaged: a torn file, a lost or repeated step, a leftover *.tmp."""
+def staging_left(root: Path, killed_pids: list[int]) -> tuple[list[Path], list[Path]]:
+    """Staging files still on disk: (those of a SIGKILLed writer, which nothing can clean up; every other one, a
+    leak). Readers never see either: the file they name is replaced whole or not at all."""
+    from skill.state import STAGING_SUFFIX, staging_writer
+
+    left = sorted(root.rglob(f"*{STAGING_SUFFIX}"))
+    killed = [path for path in left if staging_writer(path) in killed_pids]
+    return killed, [path for path in left if path not in killed]
+
+
+def check_state(root: Path, steps: int, run_ids: list[str], killed_pids: list[int]) -> list[str]:
+    """Every way the state on disk could be damaged: a torn file, a lost or repeated step, a leftover *.tmp that
+    no SIGKILL explains."""
     from skill.runs.store import RunRecord
     from skill.runs.worker import COMPLETIONS_PER_STEP
 
-    problems = [f"leftover temporary file {path}" for path in root.rglob("*.tmp")]
+    problems = [f"leftover temporary file {path}" for path in staging_left(root, killed_pids)[1]]
     for directory in sorted((root / "runs").iterdir()):
         if not (directory / "run.json").is_file():
             continue
@@ -411,13 +426,16 @@ def run(seconds: int = 300) -> dict[str, Any]:
             "planned": ["soak-a", "soak-b"],
             "run_ids": [],
             "events": [],
+            "killed_pids": [],
         }
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         started = time.perf_counter()
         tally = asyncio.run(_soak(root, seconds, env, state))
         soak_seconds = time.perf_counter() - started
         _finish_runs(state["run_ids"], timeout=900)
-        problems = check_state(root / "state", steps, state["run_ids"])
+        problems = check_state(root / "state", steps, state["run_ids"], state["killed_pids"])
+        killed_writes = staging_left(root / "state", state["killed_pids"])[0]
+        state["events"] += [f"staging file of a SIGKILLed writer: {path.name}" for path in killed_writes]
         crashed = [line for log in (root / "logs").glob("*.log") for line in log.read_text().splitlines()]
         crashed = [line for line in crashed if "crashed" in line or "Traceback" in line]
         figures = tally.figures()

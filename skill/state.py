@@ -18,6 +18,7 @@ from skill.errors import SkillError
 
 STATE_ROOT_ENV = "GRPO_RLVR_HOME"
 SUBDIRECTORIES = ("runs", "inspections", "routes", "cache")
+STAGING_SUFFIX = ".tmp"  # write_atomically's staging files: .<name>.<writer pid>.<random>.tmp
 
 
 def state_root() -> Path:
@@ -96,8 +97,9 @@ def write_atomically(path: Path, text: str) -> None:
     import tempfile
 
     # A name of its own per writer (two threads replacing the same file must not share one staging file), removed
-    # when the write fails (a full disk must not leave an empty *.tmp behind).
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # when the write fails (a full disk must not leave an empty *.tmp behind). Only SIGKILL can leave one; the
+    # writer's pid in its name says whose it was (staging_writer).
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=STAGING_SUFFIX)
     staging = Path(name)
     try:
         with os.fdopen(handle, "w") as stream:
@@ -109,6 +111,18 @@ def write_atomically(path: Path, text: str) -> None:
         if isinstance(exc, OSError) and exc.filename is None:  # a failed write names no file: name the one meant
             raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
+
+
+def staging_writer(path: Path) -> int | None:
+    """The pid of the process that was writing a staging file (``write_atomically``), or None for another file.
+
+    >>> staging_writer(Path(".run.json.4242.k3x9q.tmp")), staging_writer(Path("run.json"))
+    (4242, None)
+    """
+    parts = path.name.split(".")
+    if not path.name.endswith(STAGING_SUFFIX) or len(parts) < 4 or not parts[-3].isdigit():
+        return None
+    return int(parts[-3])
 
 
 @contextlib.contextmanager

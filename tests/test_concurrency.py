@@ -34,7 +34,7 @@ from skill.runs.held_out import training_rows
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
 from skill.runs.store import is_alive, read_jsonl, read_record, run_dir, runs_root
 from skill.runs.worker import COMPLETIONS_PER_STEP
-from skill.state import STATE_ROOT_ENV, write_atomically
+from skill.state import STAGING_SUFFIX, STATE_ROOT_ENV, staging_writer, write_atomically
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 CPU_REQUEST = {
@@ -335,6 +335,23 @@ def test_atomic_write_on_a_full_disk_leaves_no_temporary_file(full_disk):
     assert raised.value.errno == errno.ENOSPC
     assert [path.name for path in full_disk.rglob("*.tmp")] == []
     assert not (full_disk / "state" / "x.json").exists()
+
+
+def test_a_writer_killed_before_its_rename_leaves_the_old_file_and_a_staging_file_that_names_it(tmp_path):
+    target = tmp_path / "run.json"
+    target.write_text('{"old": true}')
+    # SIGKILL between the staging write and the rename: nothing can clean up after it.
+    script = (
+        "import os, signal, sys\nfrom pathlib import Path\nfrom skill.state import write_atomically\n"
+        "Path.replace = lambda self, target: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "write_atomically(Path(sys.argv[1]), '{\"new\": true}')\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script, str(target)], cwd=Path(__file__).parent.parent)
+    assert writer.wait(timeout=60) == -signal.SIGKILL
+    assert target.read_text() == '{"old": true}'  # readers still see the whole old file
+    [staging] = tmp_path.glob(f".run.json.*{STAGING_SUFFIX}")
+    assert staging.read_text() == '{"new": true}'
+    assert staging_writer(staging) == writer.pid and staging_writer(target) is None
 
 
 def test_a_tool_on_a_full_disk_names_the_disk_not_a_missing_path(full_disk, monkeypatch):

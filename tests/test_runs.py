@@ -76,6 +76,15 @@ def pass_inspection(rewards):
     return pass_review(inspect_rewards(InspectionRequest(rewards=rewards, samples=samples)))
 
 
+def process_environment(pid: int) -> list[bytes]:
+    """A process's environment, read from /proc. Empty for a moment after Popen returns: exec closes the pipe Popen
+    waits on before the kernel has laid out the new program's environment (the CI failure: ``[b'']``)."""
+    deadline = time.monotonic() + 10
+    while not (content := Path(f"/proc/{pid}/environ").read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return content.split(b"\0")
+
+
 def wait(run_id, timeout=240):
     status = run_status(run_id)
     deadline = time.time() + timeout
@@ -140,8 +149,7 @@ def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dat
     assert status.state in ("running", "succeeded")
     # Its own rendezvous port, in the worker's environment (read while it loads torch): TRL's would be 29500 for all.
     record = read_record(run_dir("tiny-full"))
-    worker_environment = Path(f"/proc/{record.pid}/environ").read_bytes().split(b"\0")
-    assert f"MASTER_PORT={record.ports['master']}".encode() in worker_environment
+    assert f"MASTER_PORT={record.ports['master']}".encode() in process_environment(record.pid)
     assert status.engine_ids["master_port"] == record.ports["master"]
     status = wait("tiny-full")
     assert status.state == "succeeded", run_logs("tiny-full").lines[-20:]
