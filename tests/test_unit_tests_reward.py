@@ -158,7 +158,7 @@ def test_completions_run_in_parallel():
     reward = build_unit_tests(workers=4)
     start = time.monotonic()
     assert reward(["p"] * 4, [sleepy] * 4, tests=[ADD_TESTS[:1]] * 4) == [1.0] * 4
-    assert time.monotonic() - start < 1.8  # four half-second programs, not run one after another
+    assert time.monotonic() - start < 2.0  # one after another, four half-second programs sleep 2 s alone
 
 
 def test_throughput_benchmark_measures_both_sides():
