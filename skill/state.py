@@ -97,8 +97,8 @@ def write_atomically(path: Path, text: str) -> None:
     import tempfile
 
     # A name of its own per writer (two threads replacing the same file must not share one staging file), removed
-    # when the write fails (a full disk must not leave an empty *.tmp behind). Only SIGKILL can leave one; the
-    # writer's pid in its name says whose it was (staging_writer).
+    # when the write fails (a full disk must not leave an empty *.tmp behind). Only a writer killed outright
+    # (SIGKILL, a power cut) leaves one; the pid in its name says whose it was (staging_writer).
     handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=STAGING_SUFFIX)
     staging = Path(name)
     try:
