@@ -319,13 +319,13 @@ def staging_left(root: Path, killed_pids: list[int]) -> tuple[list[Path], list[P
     return killed, [path for path in left if path not in killed]
 
 
-def check_state(root: Path, steps: int, run_ids: list[str], killed_pids: list[int]) -> list[str]:
-    """Every way the state on disk could be damaged: a torn file, a lost or repeated step, a leftover *.tmp that
-    no SIGKILL explains."""
+def check_state(root: Path, steps: int, run_ids: list[str]) -> list[str]:
+    """Every way a run's state on disk could be damaged: a torn file, a lost or repeated step (staging files are
+    staging_left's)."""
     from skill.runs.store import RunRecord
     from skill.runs.worker import COMPLETIONS_PER_STEP
 
-    problems = [f"leftover temporary file {path}" for path in staging_left(root, killed_pids)[1]]
+    problems: list[str] = []
     for directory in sorted((root / "runs").iterdir()):
         if not (directory / "run.json").is_file():
             continue
@@ -433,9 +433,10 @@ def run(seconds: int = 300) -> dict[str, Any]:
         tally = asyncio.run(_soak(root, seconds, env, state))
         soak_seconds = time.perf_counter() - started
         _finish_runs(state["run_ids"], timeout=900)
-        problems = check_state(root / "state", steps, state["run_ids"], state["killed_pids"])
-        killed_writes = staging_left(root / "state", state["killed_pids"])[0]
+        killed_writes, leaked = staging_left(root / "state", state["killed_pids"])
         state["events"] += [f"staging file of a SIGKILLed writer: {path.name}" for path in killed_writes]
+        problems = [f"leftover temporary file {path}" for path in leaked]
+        problems += check_state(root / "state", steps, state["run_ids"])
         crashed = [line for log in (root / "logs").glob("*.log") for line in log.read_text().splitlines()]
         crashed = [line for line in crashed if "crashed" in line or "Traceback" in line]
         figures = tally.figures()

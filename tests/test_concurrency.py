@@ -346,7 +346,7 @@ def test_a_writer_killed_before_its_rename_leaves_the_old_file_and_a_staging_fil
         "Path.replace = lambda self, target: os.kill(os.getpid(), signal.SIGKILL)\n"
         "write_atomically(Path(sys.argv[1]), '{\"new\": true}')\n"
     )
-    writer = subprocess.Popen([sys.executable, "-c", script, str(target)], cwd=Path(__file__).parent.parent)
+    writer = subprocess.Popen([sys.executable, "-c", script, str(target)], cwd=REPOSITORY)
     assert writer.wait(timeout=60) == -signal.SIGKILL
     assert target.read_text() == '{"old": true}'  # readers still see the whole old file
     [staging] = tmp_path.glob(f".run.json.*{STAGING_SUFFIX}")
