@@ -26,11 +26,11 @@ from skill.recipe.slurm_script import SlurmSettings
 from skill.recipe.trl_contract import build_grpo_config
 from skill.runs.checks import check_cpu_processes, compare_devices
 from skill.runs.engine_choice import engine_for
-from skill.runs.engines import free_port
+from skill.runs.engines import ProcessEngine, free_port
 from skill.runs.held_out import is_evaluation, training_rows
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
 from skill.runs.rank_state import DUMP_RANK_STATE_ENV, parameter_digest
-from skill.runs.store import is_alive, read_jsonl, read_record, run_dir
+from skill.runs.store import RunRecord, is_alive, read_jsonl, read_record, run_dir, write_record
 from skill.runs.worker import launched_world_size
 
 
@@ -164,6 +164,33 @@ def test_the_engine_follows_the_launch_plan(tiny_model_dir, addition_data):
     with pytest.raises(SkillError, match="do not split equally over 2 nodes"):
         on_cpu_processes(cpu, 3, nodes=2)
     assert len({free_port() for _ in range(5)}) > 1
+
+
+class SleepingLauncher(ProcessEngine):
+    """The local engine with `sleep` as its launcher: a real process for the engine to start, watch and lose."""
+
+    def command(self, directory: Path, resume: bool) -> list[str]:
+        return ["sleep", "60"]
+
+
+def test_a_launcher_killed_just_before_the_engine_looks_is_failed_with_its_signal(
+    tiny_model_dir, addition_data, tmp_path
+):
+    # The CI failure: state() saw the launcher running through poll(), then a zombie through /proc a moment
+    # later, and failed the run without its signal. Here the engine looks right after the kill, each time.
+    engine = SleepingLauncher()
+    recipe_json = recipe(tiny_model_dir, addition_data).model_dump_json()
+    for attempt in range(200):
+        directory = tmp_path / f"run-{attempt}"
+        directory.mkdir()
+        (directory / "recipe.json").write_text(recipe_json)
+        write_record(directory, RunRecord(run_id=f"killed-{attempt}"))
+        record = engine.submit(directory, resume=False)
+        os.killpg(record.pid, signal.SIGKILL)
+        while record.state == "running":
+            record = engine.state(directory)
+        assert (record.state, record.signal) == ("failed", signal.SIGKILL), record.reason
+        assert record.reason.startswith("killed by signal 9 (SIGKILL)")
 
 
 def test_cpu_processes_are_refused_when_they_cannot_work(tiny_model_dir, addition_data, monkeypatch):

@@ -115,26 +115,33 @@ class ProcessEngine:
         """run.json reconciled with the launcher: one that ended without a final state failed, with why."""
         record = read_record(directory)
         child = _CHILDREN.get(record.run_id)
-        if child is not None and child.poll() is None and not is_alive(record):
-            # Dead (a zombie) but not yet reaped when poll() looked: reap it, to know its exit code or signal.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.wait(timeout=5)
+        if child is not None and child.pid == record.pid:
+            return self._reconciled_with_child(directory, record, child)
         if child is not None and child.poll() is not None:
-            _CHILDREN.pop(record.run_id, None)
-            record = read_record(directory)
-            # Only the attempt this process started: a run resumed since (by any server) has another pid.
-            if record.state not in FINAL_STATES and record.pid == child.pid:
-                code = child.returncode
-                record.exit_code, record.signal = (None, -code) if code < 0 else (code, None)
-                ended = f"exited with code {code}"
-                if code < 0:
-                    ended = f"killed by signal {-code} ({signal.Signals(-code).name})"
-                return self._fail(directory, record, ended)
-        elif record.state in ("starting", "running") and record.pid is not None and not is_alive(record):
+            _CHILDREN.pop(record.run_id, None)  # an earlier attempt's launcher, reaped
+        if record.state in ("starting", "running") and record.pid is not None and not is_alive(record):
             record = read_record(directory)
             if record.state not in FINAL_STATES:
                 return self._fail(directory, record, "the training process is gone (killed, or the machine restarted)")
         return record
+
+    def _reconciled_with_child(self, directory: Path, record: RunRecord, child: subprocess.Popen) -> RunRecord:
+        """The launcher this process started: only its exit status says it ended, never /proc as well, since a
+        launcher dying between the two looks (poll() saw it running, /proc then a zombie) would fail the run
+        without its signal."""
+        if child.poll() is None and not is_alive(record):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)  # a zombie: reaped at once
+        if child.returncode is None:
+            return record  # running, or dying: the next look reaps it
+        _CHILDREN.pop(record.run_id, None)
+        record = read_record(directory)
+        if record.state in FINAL_STATES or record.pid != child.pid:  # the worker said how it ended, or a resume began
+            return record
+        code = child.returncode
+        record.exit_code, record.signal = (None, -code) if code < 0 else (code, None)
+        ended = f"killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"exited with code {code}"
+        return self._fail(directory, record, ended)
 
     def _fail(self, directory: Path, record: RunRecord, ended: str) -> RunRecord:
         record.state, record.ended_at = "failed", time.time()
