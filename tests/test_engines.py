@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -26,7 +28,7 @@ from skill.recipe.slurm_script import SlurmSettings
 from skill.recipe.trl_contract import build_grpo_config
 from skill.runs.checks import check_cpu_processes, compare_devices
 from skill.runs.engine_choice import engine_for
-from skill.runs.engines import ProcessEngine, free_port
+from skill.runs.engines import GONE, ProcessEngine, free_port
 from skill.runs.held_out import is_evaluation, training_rows
 from skill.runs.jobs import RunRequest, cancel_run, run_grpo, run_logs
 from skill.runs.rank_state import DUMP_RANK_STATE_ENV, parameter_digest
@@ -191,6 +193,24 @@ def test_a_launcher_killed_just_before_the_engine_looks_is_failed_with_its_signa
             record = engine.state(directory)
         assert (record.state, record.signal) == ("failed", signal.SIGKILL), record.reason
         assert record.reason.startswith("killed by signal 9 (SIGKILL)")
+
+
+def test_the_parent_gives_the_signal_when_another_watcher_saw_only_the_zombie(tiny_model_dir, addition_data, tmp_path):
+    # Two servers on one state root: the one that did not start the launcher sees a zombie and can say only that
+    # the process is gone; the parent, looking next, reaps it and says how it ended.
+    engine = SleepingLauncher()
+    (tmp_path / "recipe.json").write_text(recipe(tiny_model_dir, addition_data).model_dump_json())
+    write_record(tmp_path, RunRecord(run_id="watched"))
+    record = engine.submit(tmp_path, resume=False)
+    os.killpg(record.pid, signal.SIGKILL)
+    until(lambda: Path(f"/proc/{record.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z", 10)
+    other_watcher = "import sys, pathlib, skill.runs.engines as e; e.ProcessEngine().state(pathlib.Path(sys.argv[1]))"
+    subprocess.run([sys.executable, "-c", other_watcher, str(tmp_path)], check=True)
+    assert read_record(tmp_path).reason.startswith(GONE) and read_record(tmp_path).signal is None
+    record = engine.state(tmp_path)
+    assert (record.state, record.signal) == ("failed", signal.SIGKILL)
+    assert record.reason.startswith("killed by signal 9 (SIGKILL)")
+    assert engine.state(tmp_path) == read_record(tmp_path) == record  # said once, and kept
 
 
 def test_cpu_processes_are_refused_when_they_cannot_work(tiny_model_dir, addition_data, monkeypatch):

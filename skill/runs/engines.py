@@ -41,6 +41,7 @@ from skill.runs.store import FINAL_STATES, RunRecord, is_alive, process_start_ti
 
 EngineName = Literal["local", "accelerate", "slurm"]
 CANCEL_GRACE_S = 10.0
+GONE = "the training process is gone (killed, or the machine restarted)"  # all a watcher that is not its parent knows
 _CHILDREN: dict[str, subprocess.Popen] = {}  # the launchers this process started, reaped for their exit status
 
 
@@ -122,7 +123,7 @@ class ProcessEngine:
         if record.state in ("starting", "running") and record.pid is not None and not is_alive(record):
             record = read_record(directory)
             if record.state not in FINAL_STATES:
-                return self._fail(directory, record, "the training process is gone (killed, or the machine restarted)")
+                return self._fail(directory, record, GONE)
         return record
 
     def _reconciled_with_child(self, directory: Path, record: RunRecord, child: subprocess.Popen) -> RunRecord:
@@ -136,7 +137,10 @@ class ProcessEngine:
             return record  # running, or dying: the next look reaps it
         _CHILDREN.pop(record.run_id, None)
         record = read_record(directory)
-        if record.state in FINAL_STATES or record.pid != child.pid:  # the worker said how it ended, or a resume began
+        # Another watcher of this state root (a second server) may have seen the zombie first and said only GONE:
+        # the parent knows the exit status, so it says more. A reason the worker wrote itself stays.
+        said_only_gone = record.state == "failed" and (record.reason or "").startswith(GONE)
+        if record.pid != child.pid or (record.state in FINAL_STATES and not said_only_gone):
             return record
         code = child.returncode
         record.exit_code, record.signal = (None, -code) if code < 0 else (code, None)
