@@ -245,16 +245,18 @@ def _read_index() -> dict[str, dict[str, str]]:
 
 
 def _index_verdict(report: InspectionReport) -> None:
-    """fingerprint -> the newest report per opening verdict, so the gate answers without reading every report."""
-    index = _read_index()
-    entry = {kind: rid for kind, rid in index.get(report.reward_fingerprint, {}).items() if rid != report.id}
-    if report.verdict in OPENING:
-        entry[report.verdict] = report.id
-    if entry:
-        index[report.reward_fingerprint] = entry
-    else:
-        index.pop(report.reward_fingerprint, None)
-    write_atomically(_index_path(), json.dumps(index, indent=1))
+    """fingerprint -> the newest report per opening verdict, so the gate answers without reading every report.
+    Locked: carried labels are judged outside the review lock, and two writers of a read-modify-write lose one."""
+    with exclusive_lock(reports_dir() / ".index.lock"):
+        index = _read_index()
+        entry = {kind: rid for kind, rid in index.get(report.reward_fingerprint, {}).items() if rid != report.id}
+        if report.verdict in OPENING:
+            entry[report.verdict] = report.id
+        if entry:
+            index[report.reward_fingerprint] = entry
+        else:
+            index.pop(report.reward_fingerprint, None)
+        write_atomically(_index_path(), json.dumps(index, indent=1))
 
 
 def _opening_report(fingerprint: str, preferred: str | None) -> InspectionReport | None:
