@@ -35,6 +35,7 @@ from skill.recipe.tracking import trackers_of
 from skill.runs.health import diagnose, shape_of, what_to_change
 from skill.runs.health_warning import HealthWarning
 from skill.runs.store import append_jsonl, read_jsonl
+from skill.state import write_atomically
 
 TRACKING_FILE = "tracking.json"
 ALERTS_FILE = "alerts.jsonl"  # the warning codes sent so far, one line each: a resumed attempt does not resend them
@@ -136,7 +137,7 @@ def start_tracking(run_dir: Path, trl: dict[str, Any], writer: bool) -> dict[str
         space = trl.get("trackio_space_id")  # the caller's Space, when the recipe names one
         shown_in = {**os.environ, **({"TRACKIO_SPACE_ID": space} if space else {})}
         shown = [where_it_shows(tracker, run_dir.name, shown_in).model_dump() for tracker in trackers]
-        (run_dir / TRACKING_FILE).write_text(json.dumps(shown, indent=1))
+        write_atomically(run_dir / TRACKING_FILE, json.dumps(shown, indent=1))
     return {"project": run_dir.name, "run_name": run_dir.name}
 
 
@@ -238,4 +239,4 @@ def record_wandb_run(run_dir: Path) -> None:
             entry.command = f"wandb sync {entry.location}"
         else:
             entry.location = str(wandb.run.url)
-    (run_dir / TRACKING_FILE).write_text(json.dumps([entry.model_dump() for entry in shown], indent=1))
+    write_atomically(run_dir / TRACKING_FILE, json.dumps([entry.model_dump() for entry in shown], indent=1))

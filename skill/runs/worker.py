@@ -258,7 +258,7 @@ def stamp_reward_review(run_dir: Path, recipe: GRPORecipe, writer: bool) -> str:
     gate = open_gate(recipe.rewards, recipe.trl, preferred=read_record(run_dir).inspection_id)
     if writer:
         header = {"run_id": run_dir.name, "reward_review": gate.stamp, **gate.model_dump(exclude={"stamp"})}
-        (run_dir / METRICS_HEADER).write_text(json.dumps(header, indent=1))
+        write_atomically(run_dir / METRICS_HEADER, json.dumps(header, indent=1))
     print(f"reward review: {gate.stamp}", flush=True)
     return gate.stamp
 
