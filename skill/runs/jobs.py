@@ -404,6 +404,9 @@ def cancel_run(run_id: str) -> RunStatus:
     record.state, record.reason, record.ended_at = "cancelled", "cancelled on request", time.time()
     write_record(directory, record)
     ENGINES[record.engine].cancel(directory, record)
+    stopped = read_record(directory)
+    if stopped.state in ("starting", "running"):  # a worker starting up wrote 'running' over it before it stopped
+        write_record(directory, record)
     return _status(directory)
 
 
