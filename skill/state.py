@@ -25,8 +25,9 @@ def state_root() -> Path:
     """The state root, created on first use.
 
     >>> import os, tempfile
-    >>> os.environ[STATE_ROOT_ENV] = tempfile.mkdtemp()
-    >>> state_root() == Path(os.environ[STATE_ROOT_ENV])
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {STATE_ROOT_ENV: tempfile.mkdtemp()}):
+    ...     state_root() == Path(os.environ[STATE_ROOT_ENV])
     True
     """
     configured = os.environ.get(STATE_ROOT_ENV)

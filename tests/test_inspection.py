@@ -237,10 +237,11 @@ def test_sample_count_limits():
 def test_gate_refuses_then_accepts_a_read():
     with pytest.raises(SkillError, match="No passed inspection|changed since"):
         require_passed_inspection([SOUND[0].model_copy(update={"weight": 0.15}), SOUND[1]])
-    report = inspect(SOUND)
+    rewards = [SOUND[0].model_copy(update={"weight": 0.37}), SOUND[1]]  # no other test passes it, in either worker
+    report = inspect(rewards)
     passed = record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=honest_labels(report)))
     assert passed.verdict == "passed", passed.verdict_reasons
-    assert require_passed_inspection(SOUND).id == report.id
+    assert require_passed_inspection(rewards).id == report.id
 
 
 def test_a_run_keeps_the_inspection_it_started_on_when_another_passes_meanwhile():
@@ -302,13 +303,14 @@ def test_emit_records_the_passed_inspection_it_relies_on():
     from skill.recipe.emit import RecipeRequest, emit_grpo_config
     from skill.recipe.schema import DatasetSpec
 
-    report = inspect(SOUND)
+    rewards = [SOUND[0].model_copy(update={"weight": 0.41}), SOUND[1]]  # no other test passes it, in either worker
+    report = inspect(rewards)
     record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=honest_labels(report)))
     recipe = emit_grpo_config(
         RecipeRequest(
             hardware=HardwareSpec(accelerator="cpu"),
             method="full",
-            rewards=SOUND,
+            rewards=rewards,
             dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
         )
     )

@@ -140,10 +140,15 @@ class Chromium:
             raise RuntimeError(result["exceptionDetails"])
         return result["result"].get("value")
 
-    def wait_loaded(self) -> None:
-        for _ in range(200):
-            if self.js("document.readyState === 'complete' && Boolean(document.querySelector('#progress')?.innerText)"):
-                return
+    def wait_loaded(self, new_document: bool = False) -> None:
+        loaded = "document.readyState === 'complete' && Boolean(document.querySelector('#progress')?.innerText)"
+        if new_document:  # not the old page, still complete while a reload has only begun
+            loaded = f"!window.beforeReload && {loaded}"
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with contextlib.suppress(RuntimeError):  # the old page's context was destroyed by the navigation
+                if self.js(loaded):
+                    return
             time.sleep(0.05)
         raise AssertionError("the page did not load")
 
@@ -161,9 +166,9 @@ class Chromium:
         self.key("Escape")  # leaves the field: the labelling keys work again
 
     def reload(self) -> None:
+        self.js("window.beforeReload = true")
         self.call("Page.reload", ignoreCache=True)
-        time.sleep(0.2)
-        self.wait_loaded()
+        self.wait_loaded(new_document=True)
 
     def text(self, selector: str = "body") -> str:
         return self.js(f"[...document.querySelectorAll({json.dumps(selector)})].map(e => e.innerText).join('\\n')")

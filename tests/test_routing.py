@@ -401,9 +401,11 @@ def test_routes_away_hand_over_a_starting_point_that_trl_accepts(tmp_path):
     assert saved.handover == dpo
 
 
-def test_cancelling_a_probe_stops_between_batches_and_saves_nothing(tiny_model_dir):
+def test_cancelling_a_probe_stops_between_batches_and_saves_nothing(tiny_model_dir, tmp_path, monkeypatch):
     from skill.sampling.progress import Cancelled
-    from skill.state import state_dir
+    from skill.state import STATE_ROOT_ENV, state_dir
+
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path / "state"))  # the other worker saves route decisions meanwhile
 
     asked = []
 

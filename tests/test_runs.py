@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -234,6 +233,9 @@ def test_a_model_without_a_shape_blocks_only_an_unforced_run(tiny_model_dir, dat
     the run is refused, saying what to send; forced it starts, with a note saying why memory was not checked."""
     from skill.runs.engine_choice import ENGINES  # only to stop the spawn: the checks are what is tested
 
+    # Its own runs directory: the other worker's run_grpo would meet this pid-less run and fail it meanwhile.
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path / "state"))
+
     model = tmp_path / "tiny-moe"
     model.mkdir()
     for file in tiny_model_dir.iterdir():
@@ -251,4 +253,3 @@ def test_a_model_without_a_shape_blocks_only_an_unforced_run(tiny_model_dir, dat
     status = run_grpo(RunRequest(recipe=moe, force=True, force_reason="MoE: memory checked by hand"))
     checks = read_record(run_dir(status.run_id)).checks
     assert any(line.startswith("Memory not checked (forced): ") and "mixture-of-experts" in line for line in checks)
-    shutil.rmtree(run_dir(status.run_id))
