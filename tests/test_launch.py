@@ -34,7 +34,7 @@ CORRECT = [RewardSpec(name="exact_match", role="correctness")]
 GSM8K = DatasetSpec(name="openai/gsm8k", columns=["answer"])
 
 
-def gpu_recipe(model: str, gpu: str, gpus: int, nodes: int = 1, method: str = "full", **overrides):
+def gpu_recipe(model: str, gpu: str, gpus: int, nodes: int = 1, method: str = "full", sharding=None, **overrides):
     return emit_grpo_config(
         RecipeRequest(
             model=ModelSpec(name=model),
@@ -43,6 +43,7 @@ def gpu_recipe(model: str, gpu: str, gpus: int, nodes: int = 1, method: str = "f
             rewards=CORRECT,
             dataset=GSM8K,
             overrides=overrides,
+            sharding=sharding,
         )
     )
 
@@ -154,9 +155,12 @@ def test_default_sharding_follows_the_memory_estimate():
     small = launch_files(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8))
     assert small.sharding == "ddp" and "whole training state" in small.sharding_reason
     big_recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8)
-    whole = estimate_memory(big_recipe.memory_request())
-    sharded = estimate_memory(big_recipe.memory_request().model_copy(update={"sharding": "zero3"}))
+    whole = estimate_memory(big_recipe.memory_request("ddp"))
+    sharded = estimate_memory(big_recipe.memory_request())  # the plan's own sharding, decided at emit
     assert not whole.fits and sharded.fits
+    assert big_recipe.launch.sharding == "zero3"
+    # The verdict a user reads follows the plan that runs (it said "does NOT fit" under DDP while naming zero3).
+    assert f"Memory: peak {sharded.peak_gib:.1f} GiB of 79.6 GiB per device: fits." in big_recipe.provenance.validation
     big = launch_files(big_recipe)
     assert big.sharding == "zero3"
     assert f"{whole.peak_gib:.1f} GiB" in big.sharding_reason and f"{sharded.peak_gib:.1f} GiB" in big.sharding_reason
@@ -176,7 +180,8 @@ def test_the_memory_estimate_and_the_launch_planner_agree_on_the_vllm_server_gpu
     assert standalone.vllm_mode == "server"
     assert training_processes(standalone) == recipe.launch.training_processes
     weights_gib = standalone.shape.parameters() * 2 / 2**30
-    assert layout_processes(recipe.hardware, weights_gib) == recipe.launch.model_copy(update={"commands": {}})
+    laid_out = recipe.launch.model_copy(update={"commands": {}, "sharding": None, "sharding_reason": None})
+    assert layout_processes(recipe.hardware, weights_gib) == laid_out
     assert estimate_memory(standalone).components == estimate_memory(from_recipe).components
     over_three = estimate_memory(from_recipe.model_copy(update={"training_processes": 3}))
     assert over_three.components.weights < estimate_memory(standalone).components.weights
@@ -233,14 +238,16 @@ def test_a_70b_lora_plan_whose_first_weight_sync_cannot_fit_is_refused_with_alte
     whole bf16 model (131 GiB plus the fp32 adapters) onto every trainer GPU to merge the adapters at each sync."""
     from skill.memory.estimate import estimate_memory
 
-    recipe = gpu_recipe("meta-llama/Llama-3.1-70B-Instruct", "H100", 8, 2, method="lora")
-    sharded = estimate_memory(recipe.memory_request().model_copy(update={"sharding": "zero3"}))
+    with pytest.raises(SkillError, match="first weight sync") as refused:  # refused where it is emitted
+        gpu_recipe("meta-llama/Llama-3.1-70B-Instruct", "H100", 8, 2, method="lora")
+    recipe = gpu_recipe("meta-llama/Llama-3.1-70B-Instruct", "H100", 8, 2, method="lora", sharding="ddp")
+    sharded = estimate_memory(recipe.memory_request("zero3"))
     assert sharded.peak_train_gib < sharded.capacity_gib < sharded.peak_sync_gib
-    with pytest.raises(SkillError, match="first weight sync") as refused:
-        launch_files(recipe)
     problem, alternatives = refused.value.problem, refused.value.fix
     assert f"({sharded.components.weight_gather:.1f} GiB)" in problem and "vllm_mode does not matter" in problem
     assert "'ds3_gather_for_generation': False" in alternatives and "B200" in alternatives
+    with pytest.raises(SkillError, match="first weight sync"):  # and when the launch re-plans it
+        launch_files(recipe, "zero3")
     with pytest.raises(SkillError, match="first weight sync"):
         launch_files(recipe.model_copy(update={"trl": {**recipe.trl, "vllm_mode": "colocate"}}), "zero3")
 

@@ -19,9 +19,14 @@ from pydantic import BaseModel, Field
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 
+# How the trainers share the training state: DDP (a whole copy each), DeepSpeed ZeRO-2 / ZeRO-3, or FSDP2.
+Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
+# The memory model's name for each (skill.memory.schema's ``sharding``).
+MEMORY_SHARDING = {"ddp": "none", "zero2": "zero2", "zero3": "zero3", "fsdp2": "fsdp"}
+
 
 class LaunchPlan(BaseModel):
-    """How the processes are laid out on the target: who trains, who generates."""
+    """How the processes are laid out on the target: who trains, who generates, how they shard the state."""
 
     training_processes: int = Field(description="Trainer processes (the world size TRL sees).")
     vllm_server_gpus: int = Field(default=0, description="GPUs given to a separate `trl vllm-serve` process.")
@@ -29,6 +34,13 @@ class LaunchPlan(BaseModel):
     launcher: Literal["python", "accelerate"] = Field(
         description="'python' for one process; 'accelerate' (accelerate launch) for several."
     )
+    sharding: Sharding | None = Field(
+        default=None,
+        description="How the trainers share the training state; the one value emit's memory verdict, the time "
+        "estimate, the launch files and run_grpo read. None (recipes written before the plan carried it): decided "
+        "from the memory estimate when the plan is launched.",
+    )
+    sharding_reason: str | None = Field(default=None, description="Why this sharding (or that the caller chose it).")
     notes: list[str] = Field(default_factory=list)
     commands: dict[str, str] = Field(
         default_factory=dict,

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from skill import __version__
 from skill.errors import SkillError
-from skill.hardware.layout import layout_processes
+from skill.hardware.layout import Sharding, layout_processes
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import GateClosed, open_gate
 from skill.memory.estimate import estimate_memory
@@ -30,6 +30,7 @@ from skill.recipe.completion_budget import (
 from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
 from skill.recipe.field_values import check_field_values
 from skill.recipe.group_arithmetic import check_group_arithmetic
+from skill.recipe.launch import with_sharding
 from skill.recipe.launch_commands import launch_commands
 from skill.recipe.plan_checks import QLORA_GENERATION, refuse_quantized_vllm
 from skill.recipe.precision import check_master_weights, precision_fields
@@ -94,6 +95,11 @@ class RecipeRequest(BaseModel):
         default=None, description="Held-out evaluation; by default chosen from run length and cost."
     )
     report_to: Tracker | None = Field(default=None, description="Tracker; default trackio if installed, else none.")
+    sharding: Sharding | None = Field(
+        default=None,
+        description="How several trainers share the training state: ddp, zero2, zero3 or fsdp2. Default: DDP when "
+        "the whole state fits each GPU, else ZeRO-3. The memory verdict, time estimate and launch files follow it.",
+    )
     price_per_gpu_hour: float | None = Field(default=None, ge=0, description="Price of one GPU-hour, for a cost.")
 
     @field_validator("route_decision_id")
@@ -287,6 +293,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
             validation=[f"Built a real trl.GRPOConfig with trl {versions['trl']}.", *notes, *build.notes],
         ),
     )
+    recipe = with_sharding(recipe, request.sharding)
     recipe.launch.commands = launch_commands(recipe)
     _attach_provenance(recipe, request, route[1] if route else None)
     attach_time_estimate(recipe, route[0].completion_lengths if route else None, request.price_per_gpu_hour)
@@ -340,6 +347,11 @@ def _decide_kwargs(
         variant = apply_variants(build.trl, [request.variant] if request.variant else [], request.symptoms)
         for field, owner in variant.changes.items():
             build.set(field, build.trl[field], "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
+    if "sharding" in request.overrides:
+        raise SkillError(
+            "sharding is not a GRPOConfig field: it is the launch plan's (accelerate / DeepSpeed / FSDP2).",
+            f"Send it as the request's own field: sharding={request.overrides['sharding']!r}.",
+        )
     check_field_names(request.overrides)
     check_budget_override(request.overrides.get("max_completion_length"), probe, budget)
     for field, value in request.overrides.items():
@@ -392,7 +404,13 @@ def _emit_auto(request: RecipeRequest) -> GRPORecipe:
     methods = ["full", "lora"] + (["qlora"] if request.hardware.accelerator == "gpu" else [])
     tried = []
     for method in methods:
-        recipe = emit_grpo_config(request.model_copy(update={"method": method}))
+        try:
+            recipe = emit_grpo_config(request.model_copy(update={"method": method}))
+        except SkillError as exc:  # a plan this method cannot launch (a whole-model gather that does not fit)
+            if method == methods[-1]:  # a request error fails every method alike: said once, by the last
+                raise
+            tried.append(f"{method} refused ({exc.problem.split(':')[0]})")
+            continue
         estimate = recipe.provenance.memory_estimate
         if estimate is None:
             why = next((line for line in recipe.provenance.validation if line.startswith("Memory not")), "")

@@ -49,29 +49,60 @@ class EvaluationPlan(BaseModel):
     generations: int = Field(default=2, ge=1, le=64, description="Completions per held-out prompt.")
     reason: str = Field(default="", description="Why this interval and sample size.")
 
-    def grpo_kwargs(self, trl: dict[str, Any], world_size: int) -> dict[str, Any]:
-        """GRPOConfig kwargs that make TRL evaluate on this plan ({} when it is off). The eval batch per device is
-        the training generation batch (per device batch x steps per generation: what training already generates
-        at once; evaluation keeps no gradients), or CPU_EVAL_BATCH on a CPU when that is larger, at most the whole
-        sample, and a multiple of the generations (TRL requires the global eval batch to divide by them).
+    def even_split(self, trl: dict[str, Any], world_size: int, available: int) -> tuple[int, int]:
+        """(prompts scored, prompts per device in an eval batch): the held-out prompts a run of ``world_size``
+        trainers scores so that every one is scored exactly ``generations`` times.
+
+        accelerate's eval dataloader (``even_batches``) pads the last global batch with repeated samples, and TRL
+        gathers the rewards with ``gather``, not ``gather_for_metrics``: a sample that is not a whole number of global
+        batches counts some prompts twice (32 prompts on 7 trainers: 3 of them). So the sample is the largest multiple
+        of one global batch (``world_size`` x the per-device prompts) within ``prompts`` and ``available`` (one
+        process leaves a short last batch short); the
+        per-device batch is at most the training generation batch (what training already generates at once;
+        evaluation keeps no gradients), or CPU_EVAL_BATCH on a CPU when that is larger. (0, 1): fewer held-out
+        prompts than trainers, no evaluation.
+
+        >>> plan = EvaluationPlan(every_steps=5, prompts=32, generations=4)
+        >>> plan.even_split({"per_device_train_batch_size": 8, "steps_per_generation": 4}, 7, 100)
+        (28, 4)
+        >>> plan.even_split({"per_device_train_batch_size": 8}, 1, 100), plan.even_split({}, 15, 10)
+        ((32, 2), (0, 1))
+        """
+        per_device = int(trl.get("per_device_train_batch_size") or 8)
+        per_generation = int(trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps") or 1)
+        generated = per_device * per_generation
+        sequences = max(generated, CPU_EVAL_BATCH) if trl.get("use_cpu") else generated
+        prompts, world = min(self.prompts, available), max(1, world_size)
+        most = max(1, sequences // self.generations)
+        if world == 1:  # one process: a short last batch is left short, nothing is padded
+            return prompts, max(1, min(most, prompts))
+        best = (0, 1)
+        for per_batch in range(1, most + 1):
+            kept = prompts // (world * per_batch) * world * per_batch
+            if kept == 0:
+                break
+            if kept >= best[0]:  # a tie goes to the larger batch: fewer passes
+                best = (kept, per_batch)
+        return best
+
+    def grpo_kwargs(self, trl: dict[str, Any], world_size: int, available: int | None = None) -> dict[str, Any]:
+        """GRPOConfig kwargs that make TRL evaluate on this plan ({} when it is off, or when fewer held-out prompts
+        than trainers are ``available``): the per-device eval batch of ``even_split`` (a multiple of the generations,
+        as TRL requires of the global eval batch).
 
         >>> EvaluationPlan(every_steps=5, prompts=16, generations=2).grpo_kwargs(
         ...     {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}, 1)["per_device_eval_batch_size"]
         16
         """
-        if not self.every_steps:
+        kept, per_batch = self.even_split(trl, world_size, self.prompts if available is None else available)
+        if not self.every_steps or not kept:
             return {}
-        per_device = int(trl.get("per_device_train_batch_size") or 8)
-        per_generation = int(trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps") or 1)
-        sample = -(-self.prompts // max(1, world_size)) * self.generations
-        generated = per_device * per_generation
-        batch = max(min(max(generated, CPU_EVAL_BATCH) if trl.get("use_cpu") else generated, sample), self.generations)
         return {
             "eval_strategy": "steps",
             "eval_steps": self.every_steps,
             "eval_on_start": True,
             "num_generations_eval": self.generations,
-            "per_device_eval_batch_size": batch - batch % self.generations,
+            "per_device_eval_batch_size": per_batch * self.generations,
         }
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
-from skill.hardware.layout import NodeLayout, cpu_processes_plan, gpu_list, node_layouts
+from skill.hardware.layout import NodeLayout, Sharding, cpu_processes_plan, gpu_list, node_layouts
 from skill.memory.estimate import estimate_memory
 from skill.recipe.launch_commands import (
     CONFIG_FILE,
@@ -38,13 +38,7 @@ from skill.recipe.launch_commands import (
     uses_vllm_server,
 )
 from skill.recipe.node_script import node_script
-from skill.recipe.plan_checks import (
-    Sharding,
-    refuse_unlaunchable,
-    refuse_whole_model_gather,
-    sharded_request,
-    with_reentrant_checkpointing,
-)
+from skill.recipe.plan_checks import refuse_unlaunchable, refuse_whole_model_gather, with_reentrant_checkpointing
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.script import INSTALL_HINTS, needed_packages
 from skill.recipe.slurm_script import slurm_script
@@ -74,9 +68,10 @@ def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
     DDP over gloo (DeepSpeed and FSDP2 plans are for GPUs)."""
     if recipe.hardware.accelerator == "cpu":
         return "ddp", "DDP over gloo: CPU processes, each holding a whole model copy (run_grpo checks the RAM)."
-    request = sharded_request(recipe, "ddp")
+    if recipe.launch.training_processes == 1:
+        return "ddp", "one training process: nothing to shard over."
     try:
-        whole = estimate_memory(request)
+        whole = estimate_memory(recipe.memory_request("ddp"))
     except SkillError as exc:
         return "ddp", f"DDP: memory not estimated ({exc.problem}); pass sharding='zero3' if a GPU cannot hold it."
     if whole.fits:
@@ -90,8 +85,8 @@ def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
             "sharding an NF4 base needs bnb_4bit_quant_storage, which the recipe does not set; see the remedies."
         )
     processes = recipe.launch.training_processes
-    zero3 = estimate_memory(sharded_request(recipe, "zero3"))
-    zero2 = estimate_memory(sharded_request(recipe, "zero2"))
+    zero3 = estimate_memory(recipe.memory_request("zero3"))
+    zero2 = estimate_memory(recipe.memory_request("zero2"))
     reason = (
         f"ZeRO-3: with DDP each GPU would need {whole.peak_gib:.1f} GiB of {whole.capacity_gib:.1f}; sharding "
         f"weights, gradients and optimizer states over {processes} training processes brings it to "
@@ -105,6 +100,59 @@ def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
     return "zero3", reason + "."
 
 
+def with_sharding(recipe: GRPORecipe, sharding: Sharding | None = None) -> GRPORecipe:
+    """The recipe with its launch plan's sharding decided: the caller's ``sharding`` (checked: refused where no launch
+    file can run it, or where its whole-model gather does not fit), else the recipe's own, else
+    ``default_sharding``'s; with what the sharding demands of the GRPOConfig (reentrant checkpointing for PEFT under
+    ZeRO-3). Every reader of the plan (memory verdict, time estimate, launch files, run_grpo) reads the result.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> cpu = GRPORecipe.model_construct(hardware=HardwareSpec(accelerator="cpu"), launch=cpu_processes_plan(2),
+    ...     trl={}, method="full", peft=None, reasons=[])
+    >>> with_sharding(cpu).launch.sharding
+    'ddp'
+    >>> with_sharding(cpu, "zero3")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    skill.errors.SkillError: sharding='zero3' is for GPUs; a CPU target runs DDP over gloo. ...
+    """
+    if sharding is None and recipe.launch.sharding is not None:
+        chosen, reason = recipe.launch.sharding, recipe.launch.sharding_reason or ""
+    elif sharding is not None:
+        chosen, reason = sharding, f"{sharding}: chosen by the caller."
+        if recipe.hardware.accelerator == "cpu" and sharding != "ddp":
+            raise SkillError(
+                f"sharding={sharding!r} is for GPUs; a CPU target runs DDP over gloo.",
+                "Send sharding='ddp' (or none), or emit the recipe for its GPUs and rehearse it (rehearse=true).",
+            )
+        if recipe.launch.training_processes == 1 and sharding != "ddp":
+            raise SkillError(
+                f"sharding={sharding!r} needs several training processes; this plan runs one.",
+                "Send sharding='ddp' (or none), or emit the recipe for several GPUs.",
+            )
+    else:
+        chosen, reason = default_sharding(recipe)
+    refuse_unlaunchable(recipe, chosen)
+    refuse_whole_model_gather(recipe, chosen)
+    launch = recipe.launch.model_copy(update={"sharding": chosen, "sharding_reason": reason})
+    return with_reentrant_checkpointing(recipe.model_copy(update={"launch": launch}), chosen)
+
+
+def separate_reference_model(recipe: GRPORecipe) -> bool:
+    """Whether TRL builds a reference model of its own: beta > 0 on a full fine-tune (a PEFT run's reference is the
+    base with its adapters off). Under FSDP2 that model must load whole on every rank: with
+    ``fsdp_cpu_ram_efficient_loading`` transformers (5.17) loads zeros on every local rank but 0 and only
+    ``Accelerator.prepare`` broadcasts rank 0's weights, which it never does for a model TRL builds apart, so those
+    ranks would measure the KL against a model of zeros. Without it each rank reads the checkpoint into host RAM.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> full = GRPORecipe.model_construct(trl={"beta": 0.01}, peft=None)
+    >>> separate_reference_model(full), separate_reference_model(full.model_copy(update={"trl": {"beta": 0.0}}))
+    (True, False)
+    """
+    return float(recipe.trl.get("beta", 0.0) or 0.0) > 0 and recipe.peft is None
+
+
 def accelerate_config(recipe: GRPORecipe, sharding: Sharding) -> str:
     """The accelerate config YAML. machine_rank and main_process_ip are placeholders on several nodes:
     launch_node.sh passes each node's values on the command line, which win over the file."""
@@ -112,8 +160,6 @@ def accelerate_config(recipe: GRPORecipe, sharding: Sharding) -> str:
 
     trl, nodes, processes = recipe.trl, recipe.hardware.nodes, recipe.launch.training_processes
     precision = "bf16" if trl.get("bf16") else "fp16" if trl.get("fp16") else "no"
-    if recipe.hardware.accelerator == "cpu" and sharding != "ddp":
-        raise SkillError(f"sharding={sharding!r} is for GPUs; a CPU target runs DDP over gloo.", "Send sharding='ddp'.")
     config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     on_cpu = recipe.hardware.accelerator == "cpu"
     if sharding == "ddp":
@@ -139,7 +185,7 @@ def accelerate_config(recipe: GRPORecipe, sharding: Sharding) -> str:
             "fsdp_version": 2,
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",  # wraps the model's _no_split_modules (its layers)
             "fsdp_activation_checkpointing": False,  # the recipe's activation_checkpointing does it
-            "fsdp_cpu_ram_efficient_loading": True,
+            "fsdp_cpu_ram_efficient_loading": not separate_reference_model(recipe),
             "fsdp_offload_params": False,
             "fsdp_reshard_after_forward": True,
             "fsdp_state_dict_type": "FULL_STATE_DICT",
@@ -197,7 +243,8 @@ def launch_files(recipe: GRPORecipe, sharding: Sharding | None = None) -> Launch
     launcher (vLLM server and trainers on disjoint GPUs), a SLURM script. A CPU recipe laid out for several
     processes (``cpu_processes_plan``) gets the same files with a gloo config.
 
-    ``sharding`` None picks one from the memory estimate and says why.
+    ``sharding`` None runs the plan's own (``with_sharding``: decided at emit, or from the memory estimate for an
+    older recipe); a value re-plans with the caller's choice.
 
     >>> from skill.recipe.emit import RecipeRequest, emit_grpo_config
     >>> from skill.hardware.specs import HardwareSpec
@@ -211,10 +258,8 @@ def launch_files(recipe: GRPORecipe, sharding: Sharding | None = None) -> Launch
     >>> plan.sharding, plan.training_processes, [node.trainer_gpus for node in plan.nodes][0]
     ('ddp', 15, [1, 2, 3, 4, 5, 6, 7])
     """
-    refuse_unlaunchable(recipe, sharding)  # default_sharding never shards an NF4 base on its own
-    chosen, reason = (sharding, f"{sharding}: chosen by the caller.") if sharding else default_sharding(recipe)
-    refuse_whole_model_gather(recipe, chosen)
-    recipe = with_reentrant_checkpointing(recipe, chosen)
+    recipe = with_sharding(recipe, sharding)
+    chosen, reason = recipe.launch.sharding or "ddp", recipe.launch.sharding_reason or ""
     nodes = node_layouts(recipe.hardware, recipe.launch)
     server = starts_vllm_server(recipe)
     needs = plan_needs(recipe, chosen)

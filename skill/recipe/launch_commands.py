@@ -29,6 +29,9 @@ SCRIPT_TRAINER = f"{SCRIPT_FILE} --output-dir grpo-output"
 # The defaults a hand launch uses; run_grpo picks free ports per run and records them in run.json.
 MAIN_PROCESS_PORT = 29500
 VLLM_PORT = 8000
+# Where a launcher says which port it started the vLLM server on (launch_node.sh, slurm.sbatch, run_grpo's engines);
+# the trainer reads it: the rendered script and the worker alike.
+VLLM_PORT_ENV = "VLLM_PORT"
 
 
 def uses_vllm_server(recipe: GRPORecipe) -> bool:

@@ -21,7 +21,6 @@ from skill.recipe.launch_commands import (
     MAIN_PROCESS_PORT,
     SCRIPT_TRAINER,
     VLLM_PORT,
-    server_devices,
     starts_vllm_server,
     vllm_command,
 )
@@ -53,11 +52,33 @@ def _needs_check(needs: dict[str, str]) -> list[str]:
     ]
 
 
-def _server_lines(recipe: GRPORecipe) -> list[str]:
+def _device_lines() -> list[str]:
+    """``given_devices``: the plan numbers a node's GPUs 0..N-1; a shell that inherits CUDA_VISIBLE_DEVICES (Slurm's
+    allocation, a shared machine) was given those devices only, so plan index i is the i-th of them."""
+    return [
+        "# The plan numbers this node's GPUs 0..N-1; an inherited CUDA_VISIBLE_DEVICES lists the ones this job was",
+        "# given (a scheduler's allocation, a shared machine), so plan index i is its i-th entry.",
+        "GIVEN_DEVICES=${CUDA_VISIBLE_DEVICES:-}",
+        "given_devices() {",
+        '  if [ -z "$GIVEN_DEVICES" ] || [ -z "$1" ]; then echo "$1"; return; fi',
+        '  python - "$GIVEN_DEVICES" "$1" <<\'DEVICES\'',
+        "import sys",
+        'given = sys.argv[1].split(",")',
+        'wanted = [int(index) for index in sys.argv[2].split(",")]',
+        "if max(wanted) >= len(given):",
+        '    sys.exit(f"the plan uses {max(wanted) + 1} GPU(s) on this node; CUDA_VISIBLE_DEVICES gives {len(given)}: '
+        '{sys.argv[1]}")',
+        'print(",".join(given[index] for index in wanted))',
+        "DEVICES",
+        "}",
+    ]
+
+
+def _server_lines(recipe: GRPORecipe, devices: str) -> list[str]:
     """Node 0 starts the vLLM server (its output in vllm_server.log); every node waits for its /health."""
     return [
         'if [ "$NODE_RANK" -eq 0 ]; then',
-        f"  {server_devices(recipe)}{vllm_command(recipe, '$VLLM_PORT')} > {VLLM_LOG} 2>&1 &",
+        f"  {devices}{vllm_command(recipe, '$VLLM_PORT')} > {VLLM_LOG} 2>&1 &",
         "  VLLM_PID=$!",
         "  trap 'kill \"$VLLM_PID\" 2>/dev/null || true' EXIT",
         "fi",
@@ -136,23 +157,30 @@ def _header(recipe: GRPORecipe, sharding: Sharding, server: str) -> list[str]:
     ]
 
 
+def _devices(indices: list[int], on_cpu: bool) -> str:
+    """The shell word for a node's GPUs by plan index: mapped through what the node was given (``given_devices``)."""
+    return gpu_list(indices) if on_cpu else f'"$(given_devices {gpu_list(indices)})"'
+
+
 def node_script(recipe: GRPORecipe, nodes: list[NodeLayout], sharding: Sharding, needs: dict[str, str]) -> str:
     first, rest = nodes[0], nodes[1:]
     server = starts_vllm_server(recipe)
     on_cpu = recipe.hardware.accelerator == "cpu"
     where = "the CPU" if on_cpu else f"{len(first.vllm_gpus)} GPU(s)"
+    server_prefix = "" if on_cpu else f"CUDA_VISIBLE_DEVICES={_devices(first.vllm_gpus, on_cpu)} "
     lines = [
         *_header(recipe, sharding, f", vLLM on {where} of node 0" if server else ""),
         f"NUM_MACHINES={len(nodes)}",
         *_needs_check(needs),
+        *([] if on_cpu else _device_lines()),
         'if [ "$NODE_RANK" -eq 0 ]; then',
-        f"  TRAINER_GPUS={gpu_list(first.trainer_gpus)}",
+        f"  TRAINER_GPUS={_devices(first.trainer_gpus, on_cpu)}",
         f"  LOCAL_TRAINERS={first.trainer_processes}",
         "else",
-        f"  TRAINER_GPUS={gpu_list(rest[0].trainer_gpus) if rest else ''}",
+        f"  TRAINER_GPUS={_devices(rest[0].trainer_gpus, on_cpu) if rest else ''}",
         f"  LOCAL_TRAINERS={rest[0].trainer_processes if rest else 0}",
         "fi",
-        *(_server_lines(recipe) if server else []),
+        *(_server_lines(recipe, server_prefix) if server else []),
         *_trainer_lines(server, on_cpu),
         "",
     ]

@@ -14,29 +14,16 @@ May import: ``recipe.schema``, ``recipe.launch_commands``, ``memory``, ``hardwar
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from skill.errors import SkillError
+from skill.hardware.layout import Sharding
 from skill.hardware.specs import KNOWN_GPUS, HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.gather import gathers_whole_model
 from skill.memory.schema import ALLOCATOR_SLACK, DTYPE_BYTES, GIB, MemoryEstimate
 from skill.recipe.launch_commands import starts_vllm_server, uses_vllm_server
 from skill.recipe.schema import GRPORecipe, RecipeReason
-
-Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
-MEMORY_SHARDING = {"ddp": "none", "zero2": "zero2", "zero3": "zero3", "fsdp2": "fsdp"}
-
-
-def sharded_request(recipe: GRPORecipe, sharding: Sharding) -> Any:
-    """The recipe's MemoryRequest under a launch sharding, with TRL's ZeRO-3 generation gather as the recipe sets it."""
-    return recipe.memory_request().model_copy(
-        update={
-            "sharding": MEMORY_SHARDING[sharding],
-            "ds3_gather_for_generation": bool(recipe.trl.get("ds3_gather_for_generation", True)),
-        }
-    )
-
 
 # Read in vLLM 0.31's source (vllm/model_executor/layers/quantization/__init__.py, QuantizationMethods) and TRL 1.16's
 # (trl/generation/vllm_generation.py): TRL starts a colocated engine with quantization="bitsandbytes" when the policy
@@ -96,9 +83,7 @@ def _larger_gpu(recipe: GRPORecipe, sharding: Sharding) -> str | None:
         hardware = HardwareSpec(
             gpu_model=gpu.name, gpus_per_node=recipe.hardware.gpus_per_node, nodes=recipe.hardware.nodes
         )
-        request = sharded_request(recipe, sharding).model_copy(
-            update={"hardware": hardware, "training_processes": None}
-        )
+        request = recipe.memory_request(sharding).model_copy(update={"hardware": hardware, "training_processes": None})
         try:
             estimate = estimate_memory(request)
         except SkillError:
@@ -112,7 +97,7 @@ def _larger_gpu(recipe: GRPORecipe, sharding: Sharding) -> str | None:
 def gather_alternatives(recipe: GRPORecipe, sharding: Sharding, estimate: MemoryEstimate) -> list[str]:
     """The changes that fit, each re-estimated: layer-by-layer generation, QLoRA unsharded, larger GPUs, a smaller
     model."""
-    request = sharded_request(recipe, sharding)
+    request = recipe.memory_request(sharding)
     found = []
     layered = estimate_memory(request.model_copy(update={"use_vllm": False, "ds3_gather_for_generation": False}))
     if layered.fits:
@@ -142,10 +127,10 @@ def gather_alternatives(recipe: GRPORecipe, sharding: Sharding, estimate: Memory
 
 def refuse_whole_model_gather(recipe: GRPORecipe, sharding: Sharding) -> None:
     """Refuse a plan whose whole-model gather (PEFT's sync into vLLM, or generation, under ZeRO-3) does not fit."""
-    request = sharded_request(recipe, sharding)
-    if not gathers_whole_model(request):
-        return
     try:
+        request = recipe.memory_request(sharding)
+        if not gathers_whole_model(request):
+            return
         estimate = estimate_memory(request)
     except SkillError:  # no shape: the recipe's validation notes say so already
         return

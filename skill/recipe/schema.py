@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from skill.data import DatasetSpec
-from skill.hardware.layout import LaunchPlan
+from skill.hardware.layout import MEMORY_SHARDING, LaunchPlan, Sharding
 from skill.hardware.specs import HardwareSpec
 from skill.memory.schema import MemoryRequest
 from skill.models.size import resolve_shape
@@ -129,10 +129,13 @@ class GRPORecipe(BaseModel):
         )
         return config
 
-    def memory_request(self) -> Any:
-        """The MemoryRequest this recipe implies: every memory-relevant value as the recipe sets it."""
+    def memory_request(self, sharding: Sharding | None = None) -> Any:
+        """The MemoryRequest this recipe implies: every memory-relevant value as the recipe sets it, under its launch
+        plan's sharding (or ``sharding``, to weigh another), with TRL's ZeRO-3 generation gather as the recipe sets
+        it."""
 
         trl = self.trl
+        sharding = sharding or self.launch.sharding or "ddp"
         dtype = (trl.get("model_init_kwargs") or {}).get("dtype", "float32")  # TRL's default load dtype
         return MemoryRequest(
             shape=resolve_shape(self.model.name),
@@ -157,6 +160,8 @@ class GRPORecipe(BaseModel):
             if trl.get("vllm_mode") == "colocate"
             else 1,
             training_processes=self.launch.training_processes,
+            sharding=MEMORY_SHARDING[sharding],
+            ds3_gather_for_generation=bool(trl.get("ds3_gather_for_generation", True)),
         )
 
     def to_script(self) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skill.models.sources import is_embedded
-from skill.recipe.launch_commands import launch_commands
+from skill.recipe.launch_commands import VLLM_PORT_ENV, launch_commands, starts_vllm_server
+from skill.recipe.tracking import tracker_needs
 
 if TYPE_CHECKING:
     from skill.recipe.schema import GRPORecipe
@@ -42,12 +43,21 @@ def _launch_doc(recipe: GRPORecipe) -> list[str]:
 
 
 def _config_code(recipe: GRPORecipe) -> list[str]:
-    """Every GRPOConfig keyword, each with the reason it has its value."""
+    """Every GRPOConfig keyword, each with the reason it has its value. A plan that starts its own vLLM server reads
+    the server's port from ``VLLM_PORT``, where launch_node.sh and slurm.sbatch started it."""
     reasons = {reason.field: reason.reason for reason in recipe.reasons}
+    trl = dict(recipe.trl)
     lines = []
-    for field in sorted(recipe.trl):
+    if starts_vllm_server(recipe):
+        port = trl.pop("vllm_server_port", None)
+        default = f"{port!r}" if port is not None else "8000"
+        lines.append(
+            f'        vllm_server_port=int(os.environ.get("{VLLM_PORT_ENV}", {default})),'
+            f"  # the port launch_node.sh started the server on"
+        )
+    for field in sorted(trl):
         comment = f"  # {reasons[field]}" if field in reasons else ""
-        lines.append(f"        {field}={recipe.trl[field]!r},{comment}")
+        lines.append(f"        {field}={trl[field]!r},{comment}")
     return ["    config = GRPOConfig(", "        output_dir=args.output_dir,", *lines, "    )"]
 
 
@@ -106,6 +116,7 @@ def needed_packages(recipe: GRPORecipe) -> dict[str, str]:
     quantized = "quantization_config" in (trl.get("model_init_kwargs") or {})
     if quantized or (recipe.peft is not None and recipe.peft.quantize_4bit) or "8bit" in str(trl.get("optim", "")):
         needs["bitsandbytes"] = INSTALL_HINTS["bitsandbytes"]
+    needs.update(tracker_needs(trl.get("report_to")))  # transformers imports the tracker after the model loads
     return needs
 
 
@@ -146,6 +157,7 @@ def render_script(recipe: GRPORecipe) -> str:
     body = [
         "",
         "import argparse",
+        "import os",
         "",
         "from transformers import AutoTokenizer",
         "from trl import GRPOConfig, GRPOTrainer",

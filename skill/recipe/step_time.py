@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from skill.errors import SkillError
+from skill.hardware.layout import MEMORY_SHARDING
 from skill.models.size import resolve_shape
 from skill.routing.evidence import CompletionLengths
 from skill.timing.estimate import StepTimeEstimate, StepTimeRequest, estimate_step_time
@@ -56,6 +57,7 @@ def step_time_request(
         vllm_server_gpus=recipe.launch.vllm_server_gpus if generation == "vllm_server" else 0,
         vllm_sleep_mode=bool(trl.get("vllm_enable_sleep_mode")),
         training_processes=processes,
+        sharding=MEMORY_SHARDING[recipe.launch.sharding or "ddp"],
         max_steps=trl.get("max_steps") if (trl.get("max_steps") or 0) > 0 else None,
         evaluation_every=evaluation.every_steps if evaluation and evaluation.every_steps else None,
         evaluation_completions=evaluation.prompts * evaluation.generations if evaluation else 0,

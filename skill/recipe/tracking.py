@@ -87,6 +87,21 @@ def install(tracker: str) -> str:
     return TRACKER_MODULES[tracker][1]
 
 
+def tracker_needs(report_to: Any) -> dict[str, str]:
+    """The packages the trackers a ``report_to`` names need: module -> the pip requirement that installs it (what a
+    hand-launched script checks before the model loads; transformers imports the tracker only at the trainer's start).
+
+    >>> tracker_needs("trackio"), tracker_needs(["tensorboard"]), tracker_needs("none")
+    ({'trackio': 'grpo-rlvr[tracking]'}, {'tensorboard': 'tensorboard'}, {})
+    """
+    needs = {}
+    for name in trackers_of(report_to):
+        if name in TRACKER_MODULES:
+            modules, command = TRACKER_MODULES[name]
+            needs[modules[0]] = command.removeprefix("pip install ").strip("'")
+    return needs
+
+
 def check_trackers_installed(report_to: Any) -> str | None:
     """Refuse a tracker that is not installed where the run starts; a note naming the trackers, or None.
 

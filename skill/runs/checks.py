@@ -20,6 +20,7 @@ from skill.inspection.reports import load_report
 from skill.memory.estimate import estimate_memory
 from skill.models.sources import resolve_tokenizer_path
 from skill.recipe.group_arithmetic import check_group_arithmetic
+from skill.recipe.launch import plan_needs
 from skill.recipe.launch_commands import uses_vllm_server
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.tracking import check_trackers_installed
@@ -146,6 +147,22 @@ def check_target(recipe: GRPORecipe, force: bool = False, on_this_machine: bool 
             )
         notes.append(line + " Forced: the server starts and is checked; the trainer stops at TRL's weight sync.")
     return notes
+
+
+def check_packages(recipe: GRPORecipe) -> list[str]:
+    """The packages the plan needs beyond the core install (``plan_needs``: vLLM, PEFT, bitsandbytes for QLoRA,
+    DeepSpeed for ZeRO, the tracker), looked up where the trainers run before anything starts: a missing one would
+    otherwise stop the trainer after the model loaded (bitsandbytes at the 4-bit load, DeepSpeed at accelerate's
+    start). Not overridable: no run trains without them. On a cluster, launch_node.sh checks each node."""
+    needs = plan_needs(recipe, recipe.launch.sharding or "ddp")
+    missing = sorted(module for module in needs if importlib.util.find_spec(module) is None)
+    if missing:
+        installs = " ".join(sorted({repr(needs[module]) for module in missing}))
+        raise SkillError(
+            f"This recipe's plan needs {', '.join(missing)}, not installed in this environment.",
+            f"pip install {installs} where the run starts, or emit a recipe that does without it.",
+        )
+    return [f"Packages the plan needs: {', '.join(sorted(needs))} (installed)."] if needs else []
 
 
 def check_cpu_processes(recipe: GRPORecipe, force: bool, on_this_machine: bool = True) -> list[str]:

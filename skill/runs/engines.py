@@ -35,7 +35,6 @@ from typing import Literal
 from skill.recipe.launch import launch_files
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, starts_vllm_server
 from skill.recipe.node_script import SERVER_DIED_EXIT, VLLM_LOG
-from skill.recipe.plan_checks import with_reentrant_checkpointing
 from skill.recipe.schema import GRPORecipe
 from skill.runs.store import FINAL_STATES, RunRecord, is_alive, process_start_ticks, read_record, tail, write_record
 
@@ -65,10 +64,6 @@ class ProcessEngine:
     def preflight(self, recipe: GRPORecipe) -> list[str]:
         """What the engine checks before the run directory is written (notes for run.json)."""
         return []
-
-    def planned(self, recipe: GRPORecipe) -> GRPORecipe:
-        """The recipe as its trainers will run it (what recipe.json holds)."""
-        return recipe
 
     def files(self, recipe: GRPORecipe) -> dict[str, str]:
         """Files written into the run directory before the first start."""
@@ -178,11 +173,6 @@ class AccelerateEngine(ProcessEngine):
     """The run directory's launch_node.sh with the worker as the trainer of every rank."""
 
     name: EngineName = "accelerate"
-
-    def planned(self, recipe: GRPORecipe) -> GRPORecipe:
-        """With what the plan's sharding demands of it (reentrant checkpointing for PEFT under ZeRO-3), as the
-        rendered script of the same plan has it."""
-        return with_reentrant_checkpointing(recipe, launch_files(recipe).sharding)
 
     def files(self, recipe: GRPORecipe) -> dict[str, str]:
         plan = launch_files(recipe)

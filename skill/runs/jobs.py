@@ -14,8 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from skill.errors import SkillError
+from skill.hardware.layout import Sharding
 from skill.inspection.gate import open_gate
-from skill.recipe.launch import on_cpu_processes, write_files
+from skill.recipe.launch import on_cpu_processes, with_sharding, write_files
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.slurm_script import SlurmSettings
 from skill.recipe.validation import validate_recipe
@@ -69,6 +70,11 @@ class RunRequest(BaseModel):
         default=1,
         ge=1,
         description="CPU recipes with slurm: spread the processes over this many nodes (a GPU recipe's: its own).",
+    )
+    sharding: Sharding | None = Field(
+        default=None,
+        description="Re-plan how the trainers share the training state (ddp, zero2, zero3, fsdp2); the memory check "
+        "and the launch files follow it. Default: the recipe's own plan. A resumed run keeps its sharding.",
     )
     slurm: SlurmSettings | None = Field(
         default=None,
@@ -235,10 +241,11 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     notes += checks.check_target(recipe, request.force, on_this_machine=engine.runs_here)
     notes += checks.check_route(recipe, request.force) + checks.check_tracker(recipe)
     notes += checks.check_cpu_processes(recipe, request.force, on_this_machine=engine.runs_here)
-    recipe = engine.planned(recipe)
+    recipe = with_sharding(recipe, request.sharding)  # the plan's, or the caller's: what the memory check weighs
+    notes.append(f"Sharding: {recipe.launch.sharding_reason}")
     notes += checks.check_memory(recipe, request.force)
-    if engine.runs_here:  # a cluster's nodes are the scheduler's to grant
-        notes += checks.check_devices(recipe, request.force)
+    if engine.runs_here:  # a cluster's nodes are the scheduler's to grant, and launch_node.sh checks their packages
+        notes += checks.check_devices(recipe, request.force) + checks.check_packages(recipe)
     notes += engine.preflight(recipe)
     notes.append(
         f"Engine: {engine.name} ({recipe.launch.training_processes} training process(es) on "
@@ -342,11 +349,13 @@ def _start(request: RunRequest) -> RunStatus:
             raise SkillError(f"Run {record.run_id} is still running.", "Cancel it first, or wait.")
         recorded = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
         processes, nodes = recorded.launch.training_processes, recorded.hardware.nodes
-        if request.processes not in (1, processes) or request.nodes not in (1, nodes):
+        changed = request.sharding not in (None, recorded.launch.sharding)
+        if request.processes not in (1, processes) or request.nodes not in (1, nodes) or changed:
             raise SkillError(
-                f"Run {record.run_id} trained with {processes} process(es) on {nodes} node(s); a resumed run keeps "
-                "its layout (and its engine).",
-                "Send processes=1 and nodes=1 (the defaults) to resume as recorded.",
+                f"Run {record.run_id} trained with {processes} process(es) on {nodes} node(s), sharding "
+                f"{recorded.launch.sharding or 'as its launch files say'}; a resumed run keeps its layout (and its "
+                "engine): its checkpoints are in that plan's format.",
+                "Send processes=1, nodes=1 and no sharding (the defaults) to resume as recorded.",
             )
         _gate_resume(directory, record)
         # "starting" with no pid until the spawn: a concurrent status call must not see the old, dead pid as "running"

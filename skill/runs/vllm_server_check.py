@@ -42,6 +42,12 @@ def server_base_url(settings: dict[str, Any]) -> str:
     return f"http://{settings.get('vllm_server_host', '0.0.0.0')}:{settings.get('vllm_server_port', 8000)}"
 
 
+def needed_context(recipe: GRPORecipe, settings: dict[str, Any]) -> int:
+    """The context a server must hold: the longest prompt run_grpo keeps (``dataset.max_prompt_tokens``; TRL 1.16 no
+    longer truncates prompts) plus the completion budget."""
+    return recipe.dataset.max_prompt_tokens + int(settings.get("max_completion_length") or 256)
+
+
 def prompt_token_ids(tokenizer: Any, prompt: Any) -> list[int]:
     """The prompt as the trainer tokenizes it: a conversation through the chat template with the generation prompt,
     a plain string as it is."""
@@ -63,7 +69,7 @@ def check_vllm_server(run_dir: Path, recipe: GRPORecipe, prompt: Any, settings: 
     model_config = client.get_server_info().get("model_config", {})
     model_path = str(resolve_model_path(recipe.model.name))
     budget = int(settings.get("max_completion_length") or 256)
-    needed_context = int(settings.get("max_prompt_length") or 0) + budget
+    needed = needed_context(recipe, settings)
     tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer_path(recipe.model.name))
     ids = prompt_token_ids(tokenizer, prompt)
     started = time.time()
@@ -80,7 +86,7 @@ def check_vllm_server(run_dir: Path, recipe: GRPORecipe, prompt: Any, settings: 
         "base_url": base_url,
         "served_model": model_config.get("model"),
         "server_max_model_len": model_config.get("max_model_len"),
-        "needed_context": needed_context,
+        "needed_context": needed,
         "prompt_tokens": len(ids),
         "server_prompt_ids_match": output["prompt_ids"] == [ids],
         "completion_tokens": [len(row) for row in completions],

@@ -42,7 +42,7 @@ from typing import Any
 
 from skill.inspection.gate import open_gate
 from skill.models.sources import resolve_model_path
-from skill.recipe.launch_commands import uses_vllm_server
+from skill.recipe.launch_commands import VLLM_PORT_ENV, uses_vllm_server
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.trl_contract import build_grpo_config
 from skill.rewards.registry import build_reward_functions
@@ -90,7 +90,7 @@ def engine_settings(environ: Mapping[str, str], server: bool) -> dict[str, Any]:
     >>> engine_settings({"VLLM_PORT": "40002"}, server=True), engine_settings({"VLLM_PORT": "40002"}, server=False)
     ({'vllm_server_port': 40002}, {})
     """
-    return {"vllm_server_port": int(environ["VLLM_PORT"])} if server and environ.get("VLLM_PORT") else {}
+    return {"vllm_server_port": int(environ[VLLM_PORT_ENV])} if server and environ.get(VLLM_PORT_ENV) else {}
 
 
 def _die_with_launcher() -> None:
@@ -228,13 +228,16 @@ def trim_to_checkpoint(run_dir: Path, checkpoint: Path | None) -> str:
     return note
 
 
-def heldout_sample(run_dir: Path, recipe: GRPORecipe) -> list[dict[str, Any]]:
-    """The fixed held-out sample the run evaluates on: the first ``evaluation.prompts`` rows of heldout.jsonl (the
-    split is already shuffled by the seed); [] when the recipe plans no evaluation or nothing was held out."""
+def heldout_sample(run_dir: Path, recipe: GRPORecipe, trl: dict[str, Any], world_size: int) -> list[dict[str, Any]]:
+    """The fixed held-out sample the run evaluates on: the first rows of heldout.jsonl (the split is already shuffled
+    by the seed), as many as the world size scores each exactly ``generations`` times (``EvaluationPlan.even_split``);
+    [] when the recipe plans no evaluation or too little was held out."""
     plan = recipe.evaluation
     if plan is None or not plan.every_steps:
         return []
-    return read_jsonl(run_dir / "heldout.jsonl")[: plan.prompts]
+    rows = read_jsonl(run_dir / "heldout.jsonl")
+    kept, _per_batch = plan.even_split(trl, world_size, len(rows))
+    return rows[:kept]
 
 
 def _prepare_vllm(trainer: Any, run_dir: Path, writer: bool) -> None:
@@ -281,9 +284,9 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     )
     kwargs.update(engine_settings(os.environ, uses_vllm_server(recipe)), **tracking)
     world_size = launched_world_size()  # on-policy: see the module docstring
-    evaluation_rows = heldout_sample(run_dir, recipe)
+    evaluation_rows = heldout_sample(run_dir, recipe, kwargs, world_size)
     if evaluation_rows:  # TRL scores them with the run's rewards every evaluation.every_steps (and before step 1)
-        kwargs.update(recipe.evaluation.grpo_kwargs(kwargs, world_size))
+        kwargs.update(recipe.evaluation.grpo_kwargs(kwargs, world_size, len(evaluation_rows)))
         # A resume keeps the killed attempt's score before step 1 (a trim never drops step 0): not scored again.
         # Every rank reads the same answer, whenever rank 0 trims.
         if any(is_evaluation(row) and row["step"] == 0 for row in read_jsonl(run_dir / "metrics.jsonl")):
