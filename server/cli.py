@@ -67,6 +67,9 @@ def _add_recipe_commands(commands: Any) -> None:
     config.add_argument("--max-steps", type=int)
     config.add_argument("--report-to", choices=["trackio", "wandb", "tensorboard", "none"], help="the tracker")
     config.add_argument("--price-per-gpu-hour", type=float, help="price of one GPU-hour: the time line adds a cost")
+    config.add_argument(
+        "--sharding", choices=["ddp", "zero2", "zero3", "fsdp2"], help="how several trainers share the state"
+    )
     config.add_argument("--set", action="append", help="GRPOConfig override FIELD=VALUE; repeatable")
     config.set_defaults(handler=command_config)
 
@@ -147,6 +150,9 @@ def _add_run_commands(commands: Any) -> None:
         metavar="JSON",
         help='submit to Slurm with these settings: a JSON object or file, e.g. \'{"partition": "gpu", "time_limit": '
         '"04:00:00", "setup": ["source .venv/bin/activate"]}\' ({} for the cluster\'s defaults)',
+    )
+    run.add_argument(
+        "--sharding", choices=["ddp", "zero2", "zero3", "fsdp2"], help="re-plan the sharding (default: the recipe's)"
     )
     run.add_argument("--force-reason")
     run.set_defaults(handler=command_run)

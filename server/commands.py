@@ -98,7 +98,7 @@ def _request_from_args(args: argparse.Namespace) -> dict[str, Any]:
         request["variant"] = args.variant
     if args.symptom:
         request["symptoms"] = args.symptom
-    for name in ("max_steps", "report_to", "price_per_gpu_hour"):
+    for name in ("max_steps", "report_to", "price_per_gpu_hour", "sharding"):
         if getattr(args, name, None) is not None:
             request[name] = getattr(args, name)
     for assignment in args.set or []:
@@ -357,6 +357,7 @@ def command_run(args: argparse.Namespace) -> None:
         processes=args.processes,
         nodes=args.nodes,
         slurm=slurm,
+        sharding=args.sharding,
         force=args.force,
         force_reason=args.force_reason or "",
     )

@@ -47,6 +47,17 @@ def test_config_prints_json_a_recipe_can_be_read_from():
     assert recipe["trl"]["report_to"] == "wandb" and "trackio_space_id" not in recipe["trl"]
 
 
+def test_config_takes_the_plans_sharding():
+    base = ["config", "--model", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "H100", "--gpus-per-node", "8", "--method"]
+    args = [*base, "full", "--reward", "exact_match,correctness", "--dataset", "openai/gsm8k", "--column", "answer"]
+    result = grpo_rlvr(*args, "--sharding", "zero2", "--output", "json")
+    assert result.returncode == 0, result.stderr
+    launch = json.loads(result.stdout)["launch"]
+    assert (launch["sharding"], launch["sharding_reason"]) == ("zero2", "zero2: chosen by the caller.")
+    refused = grpo_rlvr(*args, "--sharding", "zero4")
+    assert refused.returncode == 2 and "invalid choice: 'zero4'" in refused.stderr
+
+
 def test_config_reads_a_request_from_stdin_and_summarises():
     request = {
         "hardware": {"accelerator": "cpu"},

@@ -242,6 +242,10 @@ def good_recipe(tiny_model_dir, dataset):
         ({"bf16": "yes"}, "trl.bf16='yes' is not true or false"),
         ({"reward_weights": [0.2, math.nan]}, "trl.reward_weights[1]=nan is not a finite number"),
         ({"reward_weights": [1.0]}, "reward_weights has 1 entries for 2 rewards"),
+        # The cross-field refusals, half-precision master weights and the server URL: emit's, skipped here before.
+        ({"loss_type": "cispo", "epsilon_high": 0.5}, "loss_type='cispo' caps each token"),
+        ({"model_init_kwargs": {"dtype": "bfloat16"}}, "A full fine-tune with bfloat16 weights"),
+        ({"vllm_server_base_url": "http://h:8000"}, "vllm_server_base_url='http://h:8000' is set but"),
     ],
 )
 def test_run_grpo_refuses_a_hand_edited_recipe_as_emit_would(good_recipe, change, message):

@@ -8,21 +8,29 @@ refused before any process starts, with the same message emit gives.
 from __future__ import annotations
 
 from skill.errors import SkillError
+from skill.recipe.compatibility import refuse_incompatible
 from skill.recipe.emit import check_rewards
 from skill.recipe.field_values import check_field_values, with_defaults
 from skill.recipe.group_arithmetic import check_group_arithmetic
 from skill.recipe.plan_checks import refuse_quantized_vllm
+from skill.recipe.precision import check_master_weights
 from skill.recipe.schema import GRPORecipe, target_is_this_machine
 from skill.recipe.trl_contract import build_grpo_config, recipe_transformers
+from skill.recipe.vllm_decisions import check_server_url
 
 
 def validate_recipe(recipe: GRPORecipe) -> list[str]:
     """emit_grpo_config's checks on a recipe as it is sent (run_grpo's path: a hand-edited recipe is refused just as
-    emit would refuse it): the rewards, every value's type and range, the group arithmetic on the recipe's world
-    size, the reward weights, and a real GRPOConfig under the target's transformers. Returns the config's notes."""
+    emit would refuse it): the rewards, every value's type and range, the cross-field refusals, half-precision master
+    weights without a stated reason, the server URL, the group arithmetic on the recipe's world size, the reward
+    weights, and a real GRPOConfig under the target's transformers. Returns the config's notes."""
     check_rewards(recipe.rewards)
     check_field_values(recipe.trl)
     refuse_quantized_vllm(recipe.trl, recipe.method)
+    refuse_incompatible(recipe.trl, recipe.method)
+    overridden = {item.field: item.reason for item in recipe.reasons if item.source == "override"}
+    check_master_weights(recipe.trl, recipe.method, overridden)
+    check_server_url(recipe.trl)
     world_size = recipe.launch.training_processes
     arithmetic = ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps")
     check_group_arithmetic(with_defaults(recipe.trl, arithmetic), world_size)
