@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from skill.hardware.specs import HardwareSpec
@@ -82,11 +83,17 @@ def emit(configuration: Configuration) -> GRPORecipe:
     )
 
 
-def config_kwargs(script: str) -> dict[str, Any]:
-    """The keywords of the ``GRPOConfig(...)`` call in a rendered script, as values (output_dir left out)."""
+def config_kwargs(script: str, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The keywords of the ``GRPOConfig(...)`` call in a rendered script, as values (output_dir left out). Values
+    are literals, but for a server plan's port, read from the environment (``environ``; none set: its default)."""
+    scope = {"os": SimpleNamespace(environ=environ or {}), "int": int}
     for node in ast.walk(ast.parse(script)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "GRPOConfig":
-            return {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg != "output_dir"}
+            return {
+                kw.arg: eval(compile(ast.Expression(kw.value), "<script>", "eval"), scope)  # noqa: S307 (our script)
+                for kw in node.keywords
+                if kw.arg != "output_dir"
+            }
     raise AssertionError("the rendered script has no GRPOConfig(...) call")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from recipe_matrix import config_kwargs
 
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
@@ -276,11 +277,7 @@ def test_peft_under_zero3_that_fits_gets_reentrant_checkpointing_under_the_name_
     flag = "activation_checkpointing" if "activation_checkpointing" in recipe.trl else "gradient_checkpointing"
     assert f"{flag}_kwargs={{'use_reentrant': True}}" in plan.files[SCRIPT_FILE]
     assert any(note.startswith(f"{flag}_kwargs=") for note in plan.notes)
-    tree = ast.parse(plan.files[SCRIPT_FILE])
-    call = next(
-        node for node in ast.walk(tree) if isinstance(node, ast.Call) and ast.unparse(node.func) == "GRPOConfig"
-    )
-    kwargs = {word.arg: ast.literal_eval(word.value) for word in call.keywords if word.arg != "output_dir"}
+    kwargs = config_kwargs(plan.files[SCRIPT_FILE])
     built = recipe.model_copy(update={"trl": kwargs}).to_grpo_config()
     fields = {field.name for field in dataclasses.fields(GRPOConfig)}
     read = (

@@ -107,8 +107,11 @@ def with_sharding(recipe: GRPORecipe, sharding: Sharding | None = None) -> GRPOR
     ZeRO-3). Every reader of the plan (memory verdict, time estimate, launch files, run_grpo) reads the result.
 
     >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.recipe.schema import ModelSpec
+    >>> from skill.data import DatasetSpec
     >>> cpu = GRPORecipe.model_construct(hardware=HardwareSpec(accelerator="cpu"), launch=cpu_processes_plan(2),
-    ...     trl={}, method="full", peft=None, reasons=[])
+    ...     trl={"per_device_train_batch_size": 8}, method="full", peft=None, reasons=[], model=ModelSpec(),
+    ...     dataset=DatasetSpec(name="embedded:addition"))
     >>> with_sharding(cpu).launch.sharding
     'ddp'
     >>> with_sharding(cpu, "zero3")  # doctest: +ELLIPSIS

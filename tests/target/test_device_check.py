@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from recipe_matrix import config_kwargs
 
 from skill.data import addition_rows
 from skill.models.sources import embedded_tokenizer_dir
@@ -84,7 +85,6 @@ def test_the_device_check_runs_end_to_end_on_cpu_under_the_target_transformers(t
 def test_a_peft_zero3_plan_gets_reentrant_checkpointing_where_transformers_5_17_reads_it():
     """The launch plan's script, built into a real GRPOConfig under the target transformers: use_reentrant=True
     sits in the kwargs the Trainer of this version passes to the model (TRL's own override writes the same name)."""
-    import ast
 
     from skill.hardware.specs import HardwareSpec
     from skill.recipe.emit import RecipeRequest, emit_grpo_config
@@ -102,12 +102,7 @@ def test_a_peft_zero3_plan_gets_reentrant_checkpointing_where_transformers_5_17_
         )
     )
     script = launch_files(recipe, "zero3").files[SCRIPT_FILE]
-    call = next(
-        node
-        for node in ast.walk(ast.parse(script))
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "GRPOConfig"
-    )
-    kwargs = {word.arg: ast.literal_eval(word.value) for word in call.keywords if word.arg != "output_dir"}
+    kwargs = config_kwargs(script)
     config = recipe.model_copy(update={"trl": kwargs}).to_grpo_config()
     trainer_source = (Path(importlib.import_module("transformers.trainer").__file__)).read_text()
     read = (
