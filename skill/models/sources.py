@@ -42,7 +42,7 @@ def embedded_gguf_path() -> Path:
     return path
 
 
-def _publish_atomically(target: Path, build) -> Path:
+def publish_atomically(target: Path, build) -> Path:
     """Build into a temporary sibling directory and rename it into place, so a crash never leaves half a model;
     a lock file makes concurrent processes (test workers, a server and a run) wait for one build."""
     import fcntl
@@ -97,7 +97,7 @@ def embedded_tokenizer_dir() -> Path:
     def build(directory: Path) -> None:
         _tokenizer_from_gguf(embedded_gguf_path()).save_pretrained(directory)
 
-    return _publish_atomically(state_dir("cache") / "SmolLM2-135M-Instruct-tokenizer", build)
+    return publish_atomically(state_dir("cache") / "SmolLM2-135M-Instruct-tokenizer", build)
 
 
 def embedded_model_dir() -> Path:
@@ -117,7 +117,7 @@ def embedded_model_dir() -> Path:
         model.save_pretrained(directory)
         _tokenizer_from_gguf(gguf).save_pretrained(directory)
 
-    return _publish_atomically(state_dir("cache") / "SmolLM2-135M-Instruct", build)
+    return publish_atomically(state_dir("cache") / "SmolLM2-135M-Instruct", build)
 
 
 def resolve_model_path(model: str) -> str:

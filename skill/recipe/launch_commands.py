@@ -67,7 +67,7 @@ def model_argument(recipe: GRPORecipe) -> str:
 def vllm_command(recipe: GRPORecipe, port: str | int | None = None) -> str:
     """``trl vllm-serve`` for the recipe's server GPUs (without CUDA_VISIBLE_DEVICES), context sized to the budget.
     On a CPU target its KV cache is the recipe's share of host RAM (``vllm_gpu_memory_utilization``), not the 0.9
-    that suits GPUs of its own."""
+    that suits GPUs of its own; a GPU recipe passes a share only when it states one (a rehearsal on CPU does)."""
     trl, launch = recipe.trl, recipe.launch
     parallel = launch.vllm_tensor_parallel_size
     parts = ["trl vllm-serve --model", model_argument(recipe), f"--tensor-parallel-size {parallel}"]
@@ -78,6 +78,8 @@ def vllm_command(recipe: GRPORecipe, port: str | int | None = None) -> str:
         parts.append(f"--max-model-len {trl['vllm_max_model_length']}")
     if recipe.hardware.accelerator == "cpu":
         parts.append(f"--gpu-memory-utilization {trl.get('vllm_gpu_memory_utilization', 0.3)}")
+    elif trl.get("vllm_gpu_memory_utilization") is not None:  # a server recipe that states a share passes it on
+        parts.append(f"--gpu-memory-utilization {trl['vllm_gpu_memory_utilization']}")
     return " ".join(parts)
 
 

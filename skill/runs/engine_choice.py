@@ -20,10 +20,11 @@ from skill.runs.slurm import SlurmEngine
 ENGINES: dict[str, ProcessEngine] = {"local": ProcessEngine(), "accelerate": AccelerateEngine(), "slurm": SlurmEngine()}
 
 
-def engine_for(recipe: GRPORecipe, slurm: SlurmSettings | None = None) -> ProcessEngine:
-    """The engine for the recipe's launch plan, under Slurm when the request carries its settings."""
+def engine_for(recipe: GRPORecipe, slurm: SlurmSettings | None = None, rehearsal: bool = False) -> ProcessEngine:
+    """The engine for the recipe's launch plan, under Slurm when the request carries its settings (asking for CPU
+    nodes in a rehearsal)."""
     if slurm is not None:
-        return SlurmEngine(slurm)
+        return SlurmEngine(slurm, cpu_nodes=rehearsal)
     if recipe.hardware.nodes > 1:
         raise SkillError(
             f"The recipe's plan spans {recipe.hardware.nodes} nodes, which only a cluster can run.",

@@ -36,6 +36,7 @@ from skill.recipe.launch import launch_files
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, starts_vllm_server
 from skill.recipe.node_script import SERVER_DIED_EXIT, VLLM_LOG
 from skill.recipe.schema import GRPORecipe
+from skill.runs.rehearsal import rehearsal_environment
 from skill.runs.store import FINAL_STATES, RunRecord, is_alive, process_start_ticks, read_record, tail, write_record
 
 EngineName = Literal["local", "accelerate", "slurm"]
@@ -98,7 +99,7 @@ class ProcessEngine:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=directory,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path, **ports},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path, **ports, **rehearsal_environment(directory)},
         )
         log.close()
         _CHILDREN[record.run_id] = child

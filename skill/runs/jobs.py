@@ -22,8 +22,10 @@ from skill.recipe.slurm_script import SlurmSettings
 from skill.recipe.validation import validate_recipe
 from skill.runs import checks
 from skill.runs.engine_choice import ENGINES, engine_for
+from skill.runs.engines import ProcessEngine
 from skill.runs.health import diagnose, headline, shape_of
 from skill.runs.held_out import HeldOutScore, held_out_scores, training_rows
+from skill.runs.rehearsal import RehearsalReport, held_out_line, plan_rehearsal, read_report, write_report
 from skill.runs.store import (
     FINAL_STATES,
     RunRecord,
@@ -75,6 +77,13 @@ class RunRequest(BaseModel):
         default=None,
         description="Re-plan how the trainers share the training state (ddp, zero2, zero3, fsdp2); the memory check "
         "and the launch files follow it. Default: the recipe's own plan. A resumed run keeps its sharding.",
+    )
+    rehearse: bool = Field(
+        default=False,
+        description="Run a GPU recipe's own plan on this machine's CPUs first: the same engine, processes per node, "
+        "launch files, checks, data, rewards, held-out evaluation and checkpoints, with only what a CPU cannot do "
+        "substituted (CUDA/NCCL/bf16/vLLM/the weights: a miniature of the model), each listed in run_status's "
+        "rehearsal report with each rank's world size. Minutes on a laptop or login node, before GPU-hours.",
     )
     slurm: SlurmSettings | None = Field(
         default=None,
@@ -132,6 +141,9 @@ class RunStatus(BaseModel):
     )
     paths: dict[str, str] = Field(default_factory=dict)
     tracking: list[Tracking] = Field(default_factory=list, description="Where the tracker shows the run; how to open.")
+    rehearsal: RehearsalReport | None = Field(
+        default=None, description="For a rehearsal (rehearse=true): what ran, what was substituted, each rank."
+    )
 
 
 class RunLogs(BaseModel):
@@ -206,6 +218,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         resume=record.resume_note,
         paths=paths,
         tracking=read_tracking(directory),
+        rehearsal=read_report(directory),
     )
 
 
@@ -235,22 +248,8 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
         raise SkillError(
             "force needs a recorded reason.", "Send force_reason explaining why the checks are overridden."
         )
-    notes = [f"Gate: {gate.stamp}."]
-    recipe = on_cpu_processes(recipe, request.processes, request.nodes)  # the request's choice among valid plans
-    engine = engine_for(recipe, request.slurm)
-    notes += checks.check_target(recipe, request.force, on_this_machine=engine.runs_here)
-    notes += checks.check_route(recipe, request.force) + checks.check_tracker(recipe)
-    notes += checks.check_cpu_processes(recipe, request.force, on_this_machine=engine.runs_here)
-    recipe = with_sharding(recipe, request.sharding)  # the plan's, or the caller's: what the memory check weighs
-    notes.append(f"Sharding: {recipe.launch.sharding_reason}")
-    notes += checks.check_memory(recipe, request.force)
-    if engine.runs_here:  # a cluster's nodes are the scheduler's to grant, and launch_node.sh checks their packages
-        notes += checks.check_devices(recipe, request.force) + checks.check_packages(recipe)
-    notes += engine.preflight(recipe)
-    notes.append(
-        f"Engine: {engine.name} ({recipe.launch.training_processes} training process(es) on "
-        f"{recipe.hardware.nodes} node(s))."
-    )
+    recipe, engine, notes, rehearsal = _checked_plan(request, recipe)
+    notes.insert(0, f"Gate: {gate.stamp}.")
     rows = checks.load_rows(recipe)
     checks.check_columns(recipe, rows)
     rows, dropped = checks.filter_long_prompts(recipe, rows)
@@ -267,6 +266,8 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
         (staging / "recipe.json").write_text(recipe.model_dump_json(indent=1))
         write_estimate(staging, recipe)
         write_files(engine.files(recipe), staging)
+        if rehearsal is not None:
+            write_report(staging, rehearsal.model_copy(update={"held_out": held_out_line(recipe, len(held_out))}))
         (staging / "train.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in train))
         (staging / "heldout.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in held_out))
         write_record(
@@ -287,6 +288,49 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+def _checked_plan(request: RunRequest, recipe: GRPORecipe) -> tuple[GRPORecipe, ProcessEngine, list[str], Any]:
+    """The plan the run will launch, its engine and the checks' notes (the rehearsal's report for a rehearsal)."""
+    if request.rehearse:
+        return _rehearsal_plan(request, recipe)
+    recipe = on_cpu_processes(recipe, request.processes, request.nodes)  # the request's choice among valid plans
+    engine = engine_for(recipe, request.slurm)
+    notes = checks.check_target(recipe, request.force, on_this_machine=engine.runs_here)
+    notes += checks.check_route(recipe, request.force) + checks.check_tracker(recipe)
+    notes += checks.check_cpu_processes(recipe, request.force, on_this_machine=engine.runs_here)
+    recipe = with_sharding(recipe, request.sharding)  # the plan's, or the caller's: what the memory check weighs
+    notes.append(f"Sharding: {recipe.launch.sharding_reason}")
+    notes += checks.check_memory(recipe, request.force)
+    if engine.runs_here:  # a cluster's nodes are the scheduler's to grant, and launch_node.sh checks their packages
+        notes += checks.check_devices(recipe, request.force) + checks.check_packages(recipe)
+    notes += engine.preflight(recipe)
+    notes.append(
+        f"Engine: {engine.name} ({recipe.launch.training_processes} training process(es) on "
+        f"{recipe.hardware.nodes} node(s))."
+    )
+    return recipe, engine, notes, None
+
+
+def _rehearsal_plan(request: RunRequest, recipe: GRPORecipe) -> tuple[GRPORecipe, ProcessEngine, list[str], Any]:
+    """A GPU recipe's own plan on this machine's CPUs (skill.runs.rehearsal): the plan's engine and world size, the
+    substitutions checked against its launch files, the real target's memory verdict reported, not enforced."""
+    if request.processes != 1 or request.nodes != 1:
+        raise SkillError(
+            "A rehearsal runs the plan's own layout; processes and nodes are for CPU recipes.",
+            "Send processes=1 and nodes=1 (the defaults) with rehearse=true.",
+        )
+    real = with_sharding(recipe, request.sharding)
+    engine = engine_for(real, request.slurm, rehearsal=True)
+    rehearsed, report = plan_rehearsal(real, request.slurm, engine.name)
+    notes = [
+        f"Rehearsal of {report.plan}.",
+        *(f"Substituted {item.what}: {item.why}." for item in report.substitutions),
+    ]
+    notes += checks.check_route(rehearsed, request.force) + checks.check_tracker(rehearsed)
+    if engine.runs_here:
+        notes += checks.check_packages(rehearsed)
+    return rehearsed, engine, notes + engine.preflight(rehearsed), report
 
 
 def _gate_resume(directory: Path, record: RunRecord) -> None:

@@ -29,6 +29,7 @@ from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, SLURM_SCRIPT
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.slurm_script import FILES_NOT_SHARED_EXIT, SlurmSettings, slurm_script
 from skill.runs.engines import AccelerateEngine, EngineName
+from skill.runs.rehearsal import cpu_slurm_script
 from skill.runs.store import FINAL_STATES, RunRecord, read_record, tail, write_record
 
 SCHEDULER_TIMEOUT_S = 30.0
@@ -113,13 +114,15 @@ class SlurmEngine(AccelerateEngine):
     name: EngineName = "slurm"
     runs_here = False  # the trainers run on the cluster's nodes, not on the machine that submits
 
-    def __init__(self, settings: SlurmSettings | None = None) -> None:
+    def __init__(self, settings: SlurmSettings | None = None, cpu_nodes: bool = False) -> None:
         self.settings = settings
+        self.cpu_nodes = cpu_nodes  # a rehearsal of a GPU plan asks the cluster for CPU nodes
 
     def files(self, recipe: GRPORecipe) -> dict[str, str]:
         plan = launch_files(recipe)
         files = {name: plan.files[name] for name in (CONFIG_FILE, NODE_SCRIPT)}
-        files[SLURM_SCRIPT] = slurm_script(recipe, self.settings)
+        rehearsed = cpu_slurm_script(recipe, self.settings)[0] if self.cpu_nodes else None
+        files[SLURM_SCRIPT] = rehearsed or slurm_script(recipe, self.settings)
         return files
 
     def ports(self, recipe: GRPORecipe) -> dict[str, int]:

@@ -51,6 +51,7 @@ from skill.runs.held_out import held_out_scores, is_evaluation, score_evaluation
 from skill.runs.model_card import model_card
 from skill.runs.plots import plot_reward_curve
 from skill.runs.rank_state import dump_rank_state, rank
+from skill.runs.rehearsal import install_server_sync_replacement
 from skill.runs.store import (
     METRICS_HEADER,
     append_jsonl,
@@ -353,6 +354,7 @@ def main(argv: list[str]) -> int:
         write_record(run_dir, record)
     try:
         recipe = GRPORecipe.model_validate_json((run_dir / "recipe.json").read_text())
+        install_server_sync_replacement(run_dir, recipe)  # a rehearsal of a server plan: before TRL opens NCCL
         train(run_dir, recipe, resume)
     except BaseException as exc:  # record why, then exit non-zero: the job store reads run.json
         traceback.print_exc()
