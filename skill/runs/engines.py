@@ -56,6 +56,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def launch_environment(directory: Path) -> dict[str, str]:
+    """What a run's launcher (and so every rank) gets: this environment, with this interpreter's accelerate, trl and
+    python first on PATH (active or not), unbuffered output, and a rehearsal's settings (``runs.rehearsal``)."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path, **rehearsal_environment(directory)}
+
+
 class ProcessEngine:
     """A launcher process in its own process group on this machine; subclasses say what it runs."""
 
@@ -89,8 +96,6 @@ class ProcessEngine:
         record.engine, record.ports = self.name, self.ports(recipe)
         record.command = self.command(directory, resume)
         ports = {f"{role.upper()}_PORT": str(port) for role, port in record.ports.items()}
-        # The launch script's accelerate, trl and python are this interpreter's, active or not.
-        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         log = (directory / "train.log").open("a")
         child = subprocess.Popen(
             record.command,
@@ -99,7 +104,7 @@ class ProcessEngine:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=directory,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path, **ports, **rehearsal_environment(directory)},
+            env={**launch_environment(directory), **ports},
         )
         log.close()
         _CHILDREN[record.run_id] = child

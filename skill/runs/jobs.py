@@ -264,7 +264,8 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{run_id}-", dir=runs_root()))
     try:
         (staging / "recipe.json").write_text(recipe.model_dump_json(indent=1))
-        write_estimate(staging, recipe)
+        if rehearsal is None:  # a rehearsal's miniature on CPUs has no estimate: its ETA is the measured one
+            write_estimate(staging, recipe)
         write_files(engine.files(recipe), staging)
         if rehearsal is not None:
             write_report(staging, rehearsal.model_copy(update={"held_out": held_out_line(recipe, len(held_out))}))

@@ -51,13 +51,25 @@ def parameter_digest(model: Any) -> dict[str, Any]:
     return {"sha256": sha.hexdigest(), "count": count, "parameters": parameters}
 
 
+def gathered_digest(model: Any) -> dict[str, Any]:
+    """``parameter_digest`` of the whole parameters: under ZeRO-3 each rank holds only its partition (empty tensors
+    outside a gather), so they are gathered first; every rank must call it (the gather is a collective)."""
+    if not any(hasattr(parameter, "ds_id") for parameter in model.parameters()):
+        return parameter_digest(model)
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
+        return parameter_digest(model)
+
+
 def dump_rank_state(trainer: Any) -> None:
     """With GRPO_RLVR_DUMP_RANK_STATE=DIR, this rank's parameter digest and the batch values TRL built in it."""
     dump = os.environ.get(DUMP_RANK_STATE_ENV)
     if not dump:
         return
     Path(dump).mkdir(parents=True, exist_ok=True)
-    digest = parameter_digest(trainer.accelerator.unwrap_model(trainer.model))
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    digest = gathered_digest(model)
     accelerator, args = trainer.accelerator, trainer.args
     where = {
         "rank": rank(),

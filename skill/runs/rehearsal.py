@@ -8,7 +8,7 @@ data, rewards, held-out evaluation and checkpoints. It changes only what a CPU c
 - CUDA → CPU, NCCL → gloo: DDP trainers run with ``use_cpu``; a DeepSpeed plan keeps its config and runs on
   DeepSpeed's CPU accelerator (``DS_ACCELERATOR=cpu``) with the process group on gloo (``ddp_backend``), since
   accelerate never selects DeepSpeed for ``use_cpu``.
-- bf16 → fp32: mixed precision off, the weights loaded in float32; a QLoRA base loads unquantized (no NF4 on CPU).
+- bf16 → fp32: mixed precision off, the weights loaded in float32; a QLoRA base loads unquantized (``NF4_ON_CPU``).
 - the weights → the model's miniature (``skill.models.miniature``): its architecture and module classes at 2 layers.
 - vLLM → vLLM's CPU build where it is installed (a colocated engine takes a share of host RAM; a server plan starts
   the real ``trl vllm-serve`` on the plan's port), else transformers generation. In a server plan TRL's weight sync
@@ -51,6 +51,13 @@ RANKS_DIR = "rehearsal-ranks"
 STEPS = 2
 COMPLETION_TOKENS = 32
 CPU_VLLM_SHARE = 0.15  # of host RAM: vLLM's CPU build refuses the GPU default (0.9) on a shared machine
+# Checked 2026-12-06 with bitsandbytes 0.50.2 and torch 2.13 on this CPU: NF4 quantization and a LoRA backward pass
+# work, but GRPO training on Qwen2 (attention biases) stops in matmul_4bit's `result += bias` ("a view of a leaf
+# Variable that requires grad is being used in an in-place operation").
+NF4_ON_CPU = (
+    "bitsandbytes' CPU backend quantizes NF4, but its 4-bit matmul stops GRPO training on layers with a bias "
+    "(bitsandbytes 0.50.2), so the NF4 kernels stay unverified here"
+)
 UNVERIFIED = [
     "CUDA kernels, NCCL collectives and bf16 numerics (gloo and fp32 here)",
     "the real model's memory and speed (a miniature here; the verdict below is the estimate for the real target)",
@@ -120,19 +127,17 @@ def _change(
     )
 
 
-def _precision(trl: dict[str, Any], subs: list[Substitution], method: str) -> None:
+def _precision(trl: dict[str, Any], subs: list[Substitution]) -> None:
+    """bf16 → fp32; a QLoRA base loads unquantized (``NF4_ON_CPU``), 8-bit optimizers run in fp32."""
     init = dict(trl.get("model_init_kwargs") or {})
     loaded = {**init, "dtype": "float32"} if "dtype" in init else init
-    loaded.pop("quantization_config", None)
+    quantized = loaded.pop("quantization_config", None) is not None
     values = {"bf16": False, "fp16": False, "model_init_kwargs": loaded or None}
     if "8bit" in str(trl.get("optim", "")):
         values["optim"] = "adamw_torch"
-    why = "bf16 → fp32: this CPU runs fp32" + (
-        "; the NF4 base loads unquantized and 8-bit optimizers run in fp32 (no bitsandbytes on CPU)"
-        if method == "qlora" or "optim" in values
-        else ""
-    )
-    _change(trl, subs, "precision", values, why, marks=["mixed_precision", "bitsandbytes=grpo-rlvr[gpu]"])
+    why = "bf16 → fp32: this CPU runs fp32" + ("; the NF4 base loads unquantized" if quantized else "")
+    marks = ["mixed_precision"] + (["bitsandbytes=grpo-rlvr[gpu]"] if "optim" in values else [])
+    _change(trl, subs, "precision", values, why, marks=marks)
 
 
 def _device(trl: dict[str, Any], subs: list[Substitution], sharding: str) -> None:
@@ -151,7 +156,7 @@ def _device(trl: dict[str, Any], subs: list[Substitution], sharding: str) -> Non
 
 def _generation(trl: dict[str, Any], subs: list[Substitution], prompt_tokens: int) -> None:
     budget = min(int(trl.get("max_completion_length") or 256), COMPLETION_TOKENS)
-    values: dict[str, Any] = {"max_completion_length": budget, "max_steps": STEPS, "save_steps": 1}
+    values: dict[str, Any] = {"max_completion_length": budget, "max_steps": STEPS, "save_steps": 1, "logging_steps": 1}
     if trl.get("vllm_max_model_length"):
         values["vllm_max_model_length"] = prompt_tokens + budget
     _change(
@@ -159,7 +164,7 @@ def _generation(trl: dict[str, Any], subs: list[Substitution], prompt_tokens: in
         subs,
         "length",
         values,
-        f"{STEPS} steps of {budget} tokens, a checkpoint every step: the plan is rehearsed, not the run",
+        f"{STEPS} steps of {budget} tokens, each logged and checkpointed: the plan is rehearsed, not the run",
         marks=["--max-model-len"],
     )
     if not trl.get("use_vllm"):
@@ -228,7 +233,7 @@ def rehearsed_recipe(recipe: GRPORecipe) -> tuple[GRPORecipe, list[Substitution]
             f"{miniature.parameters:,} parameters; {miniature.config_source}; {miniature.tokenizer_source})",
         )
     )
-    _precision(trl, subs, recipe.method)
+    _precision(trl, subs)
     _device(trl, subs, sharding)
     _generation(trl, subs, recipe.dataset.max_prompt_tokens)
     peft = recipe.peft
@@ -241,7 +246,7 @@ def rehearsed_recipe(recipe: GRPORecipe) -> tuple[GRPORecipe, list[Substitution]
                 rehearsed="float32",
                 fields=["peft"],
                 marks=["bitsandbytes=grpo-rlvr[gpu]"],
-                why="QLoRA → LoRA on a float32 base: bitsandbytes has no NF4 on this CPU",
+                why=f"QLoRA → LoRA on a float32 base: {NF4_ON_CPU}",
             )
         )
     if uses_vllm_server(recipe) and trl.get("use_vllm"):
@@ -260,23 +265,24 @@ def rehearsed_recipe(recipe: GRPORecipe) -> tuple[GRPORecipe, list[Substitution]
 
 
 def cpu_slurm_script(recipe: GRPORecipe, settings: SlurmSettings | None) -> tuple[str, Substitution | None]:
-    """The plan's batch script for CPU nodes: its GPU request dropped, a core per trainer asked instead."""
-    text = slurm_script(recipe, settings)
-    dropped = [
-        line for line in text.splitlines() if line.startswith(("#SBATCH --gpus-per-node", "#SBATCH --exclusive"))
-    ]
+    """The plan's batch script for CPU nodes: its GPU request dropped, a core per trainer asked instead (unless the
+    settings name the cores)."""
+    lines = slurm_script(recipe, settings).splitlines()
+    gpu_request = ("#SBATCH --gpus-per-node", "#SBATCH --exclusive")
+    dropped = [line for line in lines if line.startswith(gpu_request)]
     if not dropped:
-        return text, None
+        return "\n".join(lines) + "\n", None
     per_node = max(1, -(-recipe.launch.training_processes // recipe.hardware.nodes))
-    kept = [line for line in text.splitlines() if line not in dropped]
-    if settings is None or settings.cpus_per_task is None:
-        kept.insert(kept.index(dropped[0]) if dropped[0] in kept else 3, f"#SBATCH --cpus-per-task={per_node}")
+    added = [] if settings is not None and settings.cpus_per_task else [f"#SBATCH --cpus-per-task={per_node}"]
+    where = lines.index(dropped[0])
+    kept = [line for line in lines[:where] if line not in dropped] + added
+    kept += [line for line in lines[where:] if line not in dropped]
     substitution = Substitution(
         what="Slurm request",
         real=dropped,
-        rehearsed=[f"#SBATCH --cpus-per-task={per_node}"],
+        rehearsed=added,
         fields=[],
-        marks=["#SBATCH --gpus-per-node", "#SBATCH --exclusive", "#SBATCH --cpus-per-task"],
+        marks=[*gpu_request, "#SBATCH --cpus-per-task"],
         why="GPU nodes → CPU nodes: the cluster is asked for cores, not GPUs",
     )
     return "\n".join(kept) + "\n", substitution

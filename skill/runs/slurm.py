@@ -13,11 +13,9 @@ May import: ``recipe``, ``runs.engines``, ``runs.store``, ``errors``.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from skill.recipe.launch import launch_files
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, SLURM_SCRIPT
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.slurm_script import FILES_NOT_SHARED_EXIT, SlurmSettings, slurm_script
-from skill.runs.engines import AccelerateEngine, EngineName
+from skill.runs.engines import AccelerateEngine, EngineName, launch_environment
 from skill.runs.rehearsal import cpu_slurm_script
 from skill.runs.store import FINAL_STATES, RunRecord, read_record, tail, write_record
 
@@ -153,9 +151,7 @@ class SlurmEngine(AccelerateEngine):
     def submit(self, directory: Path, resume: bool) -> RunRecord:
         record = read_record(directory)
         record.engine, record.ports, record.command = self.name, {}, self.command(directory, resume)
-        # The job gets the submitting environment (sbatch exports it): this interpreter's tools come first.
-        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path}
+        env = launch_environment(directory)  # the job gets the submitting environment: sbatch exports it
         try:
             done = subprocess.run(record.command, capture_output=True, text=True, env=env, timeout=SCHEDULER_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as exc:

@@ -51,7 +51,7 @@ def comparison(estimated: float | None, measured: float | None) -> str | None:
     >>> comparison(10.0, 12.5)
     'measured 12.5 s/step vs estimated 10.0 s/step (1.25x)'
     """
-    if estimated is None:
+    if not estimated:  # none stored, or a zero that no ratio can be taken to
         return None
     if measured is None:
         return f"estimated {estimated:.1f} s/step (no step measured yet)"
