@@ -181,6 +181,24 @@ def _slurm_rows(result: dict, row, missing) -> None:
         )
 
 
+def _rehearsal_rows(outcome: dict, row, missing) -> None:
+    """The wall time of rehearsing GPU plans on this machine's CPUs (bench/rehearsal.py)."""
+    if not outcome.get("ok"):
+        missing("rehearsal of GPU plans on CPU (target env, Slurm cluster)", outcome, "reported (one run)")
+        return
+    for key, where in (("eight_gpus", "8-rank plan"), ("two_nodes", "2-node plan, test Slurm cluster")):
+        r = outcome["result"][key]
+        row(
+            f"rehearsal wall time, {where}: {r['plan']} ({r['ranks']} ranks, in sync: {r['in_sync']})",
+            f"{r['seconds']:.0f} s",
+            "",
+            "substituted: " + ", ".join(r["substitutions"]),
+            "",
+            "reported (one run)",
+            "n/a",
+        )
+
+
 def _vllm_rows(outcome: dict, row, missing) -> None:
     if not outcome.get("ok"):
         missing("vLLM vs transformers generation (target env)", outcome, "vLLM faster")
@@ -336,6 +354,7 @@ def render(info: dict, results: dict) -> str:
         )
     _slurm_rows(results.get("slurm_submit", {}), row, missing)
     _vllm_rows(results.get("vllm_generation", {}), row, missing)
+    _rehearsal_rows(results.get("rehearsal", {}), row, missing)
     _engine_rows(results.get("route_probe_engines", {}), row, missing)
     d = results.get("demo", {})
     if d.get("ok"):
@@ -478,6 +497,7 @@ def main() -> int:
         "weights_moved": ("weights_moved", lambda: _load("weights_moved").measure(steps=2 if quick else 10)),
         "vllm_generation": ("vllm", lambda: vllm_generation(quick)),
         "route_probe_engines": ("route probe engines", route_probe_engines),
+        "rehearsal": ("rehearsal", lambda: _load("rehearsal").measure()),
         **_load("validation_sections").validation_benchmarks(quick),
     }
     if args.only:

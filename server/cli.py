@@ -154,6 +154,9 @@ def _add_run_commands(commands: Any) -> None:
     run.add_argument(
         "--sharding", choices=["ddp", "zero2", "zero3", "fsdp2"], help="re-plan the sharding (default: the recipe's)"
     )
+    run.add_argument(
+        "--rehearse", action="store_true", help="run a GPU recipe's own plan on this machine's CPUs first (minutes)"
+    )
     run.add_argument("--force-reason")
     run.set_defaults(handler=command_run)
     status = commands.add_parser("status", help="a run's state, metrics and health (run_status)")

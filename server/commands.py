@@ -334,6 +334,8 @@ def _print_status(status: Any) -> None:
     for shown in status.tracking:
         opens = f"; open: {shown.command}" if shown.command else ""
         print(f"  {shown.tracker}: {shown.location}{opens}" + (f" ({shown.note})" if shown.note else ""))
+    for line in status.rehearsal.describe() if status.rehearsal else []:
+        print(f"  {line}")
 
 
 def command_run(args: argparse.Namespace) -> None:
@@ -358,6 +360,7 @@ def command_run(args: argparse.Namespace) -> None:
         nodes=args.nodes,
         slurm=slurm,
         sharding=args.sharding,
+        rehearse=args.rehearse,
         force=args.force,
         force_reason=args.force_reason or "",
     )

@@ -103,6 +103,20 @@ class RehearsalReport(BaseModel):
     ranks: list[RankReport] = Field(default_factory=list, description="Filled in as the ranks finish.")
     ranks_in_sync: bool | None = Field(default=None, description="Whether every rank ended with the same weights.")
 
+    def describe(self) -> list[str]:
+        """The report in a few lines, as the command line prints it."""
+        lines = [f"rehearsal of {self.plan}"]
+        lines += [f"  substituted {item.what}: {item.why}" for item in self.substitutions]
+        lines.append(f"  memory on the real target: {self.memory_verdict}")
+        lines += [f"  held-out: {self.held_out}"] if self.held_out else []
+        if self.ranks:
+            worlds = sorted({rank.world_size for rank in self.ranks})
+            spg = sorted({rank.steps_per_generation for rank in self.ranks})
+            synced = "in sync" if self.ranks_in_sync else "NOT in sync"
+            lines.append(f"  ranks: {len(self.ranks)} reported, world {worlds}, steps_per_generation {spg}, {synced}")
+        lines += [f"  not verified here: {item}" for item in self.unverified]
+        return lines
+
 
 def _change(
     trl: dict[str, Any],

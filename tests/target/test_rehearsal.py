@@ -66,6 +66,8 @@ def check_common(recipe, status, directory, world: int) -> dict:
     assert {"weights", "precision", "device", "length"} <= set(substituted)
     assert recipe.model.name in str(substituted["weights"].real)
     assert "fits" in report.memory_verdict and report.unverified
+    described = report.describe()  # what the command line prints
+    assert described[0] == f"rehearsal of {report.plan}" and any("in sync" in line for line in described)
     held_out = [row for row in read_jsonl(directory / "metrics.jsonl") if "held_out" in row]
     completions = held_out[0]["held_out"][0]["completions"]
     assert report.held_out and report.held_out.endswith(f"({completions})")  # each completion counted once
