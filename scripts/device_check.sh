@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The GPU check (DESIGN.md section 6): the memory estimator against the measured peaks of real GRPO steps.
+# The GPU check (DESIGN.md section 6): the memory estimator against the measured peaks of real GRPO steps, then the
+# product itself on the card (scripts/gpu_run_check.py: run_grpo with a kill and a resume).
 # On a machine with a CUDA GPU, torch, transformers and peft (no trl, no datasets, no network):
 #   bash scripts/device_check.sh
 # after `make device-wheels` filled wheels/ (CPython 3.12, manylinux x86_64) and .device/tokenizer here and both
 # travelled with the checkout. Results go to $OUT (or .device/): gpu.txt, gpu_memory.log, gpu_memory.json;
-# commit a dated copy under bench/results/. Arguments are passed to scripts/gpu_memory_check.py, so the same
+# gpu_run.json, gpu_run.log; commit a dated copy under bench/results/. Arguments are passed to scripts/gpu_memory_check.py, so the same
 # flow runs end to end on a CPU (tests/target/test_device_check.py):
 #   PYTHON=.venv-target/bin/python DEVICE_TOKENIZER=<dir> bash scripts/device_check.sh --device cpu --tiny
 set -euo pipefail
@@ -27,3 +28,6 @@ PYTHONPATH=. "$PYTHON" scripts/gpu_memory_check.py --tokenizer "$tokenizer" --wo
 # Sampling on the device (route_check's and inspect_rewards' engine), on the model the memory check built.
 PYTHONPATH=. "$PYTHON" scripts/gpu_sampling_check.py --model "$work/model" --output "$out/gpu_sampling.json" 2>&1 \
   | tee "$out/gpu_sampling.log"
+# The product on the card: run_grpo through the worker, LoRA then full, held-out evaluation, a kill and a resume.
+PYTHONPATH=. "$PYTHON" scripts/gpu_run_check.py --tokenizer "$tokenizer" --work "$work" \
+  --output "$out/gpu_run.json" "$@" 2>&1 | tee "$out/gpu_run.log"

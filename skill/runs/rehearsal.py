@@ -98,7 +98,7 @@ class RehearsalReport(BaseModel):
     substitutions: list[Substitution]
     launch_file_changes: list[str] = Field(description="Each launch-file line that differs, as '- real / + rehearsed'.")
     unverified: list[str]
-    memory_verdict: str = Field(description="run_grpo's memory check for the real target.")
+    memory_verdict: str = Field(description="The memory estimate for the real target under its plan.")
     held_out: str | None = None
     ranks: list[RankReport] = Field(default_factory=list, description="Filled in as the ranks finish.")
     ranks_in_sync: bool | None = Field(default=None, description="Whether every rank ended with the same weights.")

@@ -81,6 +81,17 @@ def test_the_device_check_runs_end_to_end_on_cpu_under_the_target_transformers(t
     assert sampling["auto_engine"] == "transformers" and sampling["completions"] == 64
     assert sampling["sampled_with"]["device"] == "cpu" and sampling["tokens"] > 0
 
+    # The product on the device: run_grpo through the worker, killed after step 3, resumed, finished.
+    run = json.loads((out / "gpu_run.json").read_text())
+    assert [phase["method"] for phase in run["phases"]] == ["lora", "full"]
+    for phase in run["phases"]:
+        assert phase["state"] == "succeeded" and phase["steps"] == 6, phase  # --tiny: 6 steps, killed after 3
+        assert phase["killed_at_step"] >= 3 and phase["killed_run"] == {"state": "failed", "signal": 9}
+        assert phase["resume"] and "checkpoint" in phase["resume"]
+        assert len(phase["held_out"]) >= 3  # before the first step, at step 3, after the last
+        assert phase["reward_review"].startswith("reward not reviewed")  # the gate, opened unread and stamped
+        assert phase["peak_measured_gib"] > 0 and phase["peak_estimated_gib"] > 0 and phase["seconds_per_step"] > 0
+
 
 def test_a_peft_zero3_plan_gets_reentrant_checkpointing_where_transformers_5_17_reads_it():
     """The launch plan's script, built into a real GRPOConfig under the target transformers: use_reentrant=True
