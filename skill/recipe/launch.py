@@ -148,7 +148,6 @@ def separate_reference_model(recipe: GRPORecipe) -> bool:
     ``Accelerator.prepare`` broadcasts rank 0's weights, which it never does for a model TRL builds apart, so those
     ranks would measure the KL against a model of zeros. Without it each rank reads the checkpoint into host RAM.
 
-    >>> from skill.hardware.specs import HardwareSpec
     >>> full = GRPORecipe.model_construct(trl={"beta": 0.01}, peft=None)
     >>> separate_reference_model(full), separate_reference_model(full.model_copy(update={"trl": {"beta": 0.0}}))
     (True, False)
