@@ -5,7 +5,6 @@ server check counts the prompt budget, and the held-out sample counts each compl
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import os
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from recipe_matrix import config_kwargs
 from test_launch import CORRECT, GSM8K, gpu_recipe
 
 from skill.errors import SkillError
@@ -66,46 +66,43 @@ def test_the_caller_chooses_the_sharding_in_emit_and_it_is_refused_as_a_grpo_fie
         gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 1, sharding="zero3")
 
 
-def _config_keyword(script: str, name: str) -> ast.expr:
-    """The expression the rendered script passes GRPOConfig for one keyword."""
-    for node in ast.walk(ast.parse(script)):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "GRPOConfig":
-            return next(keyword.value for keyword in node.keywords if keyword.arg == name)
-    raise AssertionError("no GRPOConfig call")
-
-
 def test_a_hand_launched_server_plan_trains_against_the_port_its_server_was_started_on():
     """launch_node.sh and slurm.sbatch start the server on VLLM_PORT; the rendered train_grpo.py read nothing and
     waited on :8000 until it died."""
     recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8)
     plan = launch_files(recipe)
     assert "--port $VLLM_PORT" in plan.files[NODE_SCRIPT]
-    port = compile(ast.Expression(_config_keyword(plan.files[SCRIPT_FILE], "vllm_server_port")), "port", "eval")
-    assert eval(port, {"os": os, "int": int}) == 8000  # noqa: S307 (the script's own expression)
-    environment = {"os": type("os", (), {"environ": {"VLLM_PORT": "41234"}}), "int": int}
-    assert eval(port, environment) == 41234  # noqa: S307
+    assert config_kwargs(plan.files[SCRIPT_FILE])["vllm_server_port"] == 8000  # none set: the plan's default
+    assert config_kwargs(plan.files[SCRIPT_FILE], {"VLLM_PORT": "41234"})["vllm_server_port"] == 41234
 
 
 def test_launch_node_gives_the_plan_the_devices_the_node_was_given(tmp_path):
     """On a shared machine (or under Slurm) CUDA_VISIBLE_DEVICES lists the job's GPUs; the plan's indices 0..N-1
-    are mapped through it, never over it. accelerate is replaced by a program printing what it was given."""
+    are mapped through it, never over it. The real accelerate launch starts the plan's 4 trainers, each a script
+    printing the devices it was given."""
+    from skill.runs.engines import free_port
+
     recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 4, use_vllm=False, report_to="none")
     write_launch_files(launch_files(recipe), tmp_path)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "accelerate").write_text('#!/bin/sh\necho "trainers on $CUDA_VISIBLE_DEVICES"\n')
-    (bin_dir / "accelerate").chmod(0o755)
-    path = f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    trainer = tmp_path / "show_devices.py"
+    trainer.write_text('import os\nprint("trainer on", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)\n')
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
 
     def launch(devices: str | None) -> subprocess.CompletedProcess:
-        env = {**os.environ, "PATH": path}
+        env = {**os.environ, "PATH": path, "MAIN_PROCESS_PORT": str(free_port())}
         env.pop("CUDA_VISIBLE_DEVICES", None)
         env.update({"CUDA_VISIBLE_DEVICES": devices} if devices is not None else {})
-        return subprocess.run(["bash", str(tmp_path / NODE_SCRIPT)], env=env, capture_output=True, text=True)
+        command = ["bash", str(tmp_path / NODE_SCRIPT), str(trainer)]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
-    assert launch(None).stdout.strip() == "trainers on 0,1,2,3"
-    assert launch("4,5,6,7").stdout.strip() == "trainers on 4,5,6,7"
-    assert launch("GPU-a,GPU-b,GPU-c,GPU-d,GPU-e").stdout.strip() == "trainers on GPU-a,GPU-b,GPU-c,GPU-d"
+    def trainers(devices: str | None) -> list[str]:
+        done = launch(devices)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        return [line for line in done.stdout.splitlines() if line.startswith("trainer on")]
+
+    assert trainers(None) == ["trainer on 0,1,2,3"] * 4
+    assert trainers("4,5,6,7") == ["trainer on 4,5,6,7"] * 4
+    assert trainers("GPU-a,GPU-b,GPU-c,GPU-d,GPU-e") == ["trainer on GPU-a,GPU-b,GPU-c,GPU-d"] * 4
     short = launch("6,7")
     assert short.returncode != 0 and "CUDA_VISIBLE_DEVICES gives 2" in short.stderr
 

@@ -113,3 +113,88 @@ def test_a_miniature_keeps_the_architecture(tmp_path):
     assert miniature.parameters < 20_000_000
     assert inferred_config("Qwen/Qwen2.5-7B-Instruct")[0]["tie_word_embeddings"] is False
     assert save_miniature("Qwen/Qwen2.5-7B-Instruct", tmp_path / "mini").path == miniature.path  # built once
+
+
+# config.json as the Hub publishes them (Qwen/Qwen2.5-7B-Instruct; meta-llama/Llama-3.1-8B-Instruct, rope scaling
+# and all), as a user's local directory or Hub cache holds them.
+PUBLISHED_CONFIGS = {
+    "qwen2": {
+        "architectures": ["Qwen2ForCausalLM"],
+        "attention_dropout": 0.0,
+        "bos_token_id": 151643,
+        "eos_token_id": 151645,
+        "hidden_act": "silu",
+        "hidden_size": 3584,
+        "initializer_range": 0.02,
+        "intermediate_size": 18944,
+        "max_position_embeddings": 32768,
+        "max_window_layers": 28,
+        "model_type": "qwen2",
+        "num_attention_heads": 28,
+        "num_hidden_layers": 28,
+        "num_key_value_heads": 4,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0,
+        "sliding_window": 131072,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.43.1",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": 152064,
+    },
+    "llama": {
+        "architectures": ["LlamaForCausalLM"],
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 128000,
+        "eos_token_id": [128001, 128008, 128009],
+        "hidden_act": "silu",
+        "hidden_size": 4096,
+        "initializer_range": 0.02,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 131072,
+        "mlp_bias": False,
+        "model_type": "llama",
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "pretraining_tp": 1,
+        "rms_norm_eps": 1e-05,
+        "rope_scaling": {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.43.0.dev0",
+        "use_cache": True,
+        "vocab_size": 128256,
+    },
+}
+
+
+@pytest.mark.parametrize("family", sorted(PUBLISHED_CONFIGS))
+def test_a_miniature_of_a_published_config_keeps_its_architecture_and_runs(family, tmp_path):
+    import json
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    source = tmp_path / "model"
+    source.mkdir()
+    (source / "config.json").write_text(json.dumps(PUBLISHED_CONFIGS[family]))
+    miniature = save_miniature(str(source), tmp_path / "mini")
+    assert miniature.model_type == family and "config.json (local)" in miniature.config_source
+    assert miniature.architectures == PUBLISHED_CONFIGS[family]["architectures"]
+    model = AutoModelForCausalLM.from_pretrained(miniature.path)
+    assert model.config.num_hidden_layers == 2 and model.config.num_key_value_heads == 1  # GQA kept
+    rope = getattr(model.config, "rope_parameters", None) or {"rope_theta": model.config.rope_theta}  # 5.x moved it
+    assert rope["rope_theta"] == PUBLISHED_CONFIGS[family]["rope_theta"]
+    assert model.dtype == torch.float32  # the checkpoint's bf16 is not the miniature's
+    logits = model(torch.tensor([[1, 2, 3]])).logits
+    assert logits.shape[-1] == model.config.vocab_size and torch.isfinite(logits).all()

@@ -95,17 +95,26 @@ def miniature_config(config: dict[str, Any], vocab_size: int, special: dict[str,
     return AutoConfig.for_model(model_type, **kept)
 
 
+# Fewer tokens than this is no vocabulary: transformers 5 builds an empty tokenizer (1 token) from a directory
+# that holds a config.json and no tokenizer files, and a miniature sized to it cannot embed a single prompt.
+MIN_VOCABULARY = 256
+
+
 def _tokenizer(name: str, config_read: bool) -> tuple[Any, str]:
+    """The model's own tokenizer where it loads with a vocabulary, else the embedded one, with why."""
     from transformers import AutoTokenizer
 
-    if config_read:
-        try:
-            copy = local_copy(name, "tokenizer")
-            return AutoTokenizer.from_pretrained(copy.path), f"{name}'s own tokenizer"
-        except (SkillError, OSError, ValueError) as exc:
-            why = exc.problem if isinstance(exc, SkillError) else str(exc).splitlines()[0]
-            return AutoTokenizer.from_pretrained(embedded_tokenizer_dir()), f"the embedded SmolLM2 tokenizer ({why})"
-    return AutoTokenizer.from_pretrained(embedded_tokenizer_dir()), "the embedded SmolLM2 tokenizer"
+    embedded = AutoTokenizer.from_pretrained(embedded_tokenizer_dir())
+    if not config_read:
+        return embedded, "the embedded SmolLM2 tokenizer"
+    try:
+        own = AutoTokenizer.from_pretrained(local_copy(name, "tokenizer").path)
+    except (SkillError, OSError, ValueError) as exc:
+        why = exc.problem if isinstance(exc, SkillError) else str(exc).splitlines()[0]
+        return embedded, f"the embedded SmolLM2 tokenizer ({why})"
+    if len(own) < MIN_VOCABULARY:
+        return embedded, f"the embedded SmolLM2 tokenizer ({name}'s tokenizer loads with {len(own)} token(s) here)"
+    return own, f"{name}'s own tokenizer"
 
 
 def save_miniature(name: str, directory: Path, seed: int = 0) -> Miniature:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from skill.hardware.layout import NodeLayout, gpu_list
+from skill.hardware.layout import NodeLayout, Sharding, gpu_list
 from skill.recipe.launch_commands import (
     CONFIG_FILE,
     MAIN_PROCESS_PORT,
@@ -24,7 +24,6 @@ from skill.recipe.launch_commands import (
     starts_vllm_server,
     vllm_command,
 )
-from skill.recipe.plan_checks import Sharding
 
 if TYPE_CHECKING:
     from skill.recipe.schema import GRPORecipe
