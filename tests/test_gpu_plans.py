@@ -85,7 +85,8 @@ def test_launch_node_gives_the_plan_the_devices_the_node_was_given(tmp_path):
     recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 4, use_vllm=False, report_to="none")
     write_launch_files(launch_files(recipe), tmp_path)
     trainer = tmp_path / "show_devices.py"
-    trainer.write_text('import os\nprint("trainer on", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)\n')
+    # One os.write per trainer: four processes share the pipe, and a write under PIPE_BUF bytes is never split.
+    trainer.write_text('import os\nos.write(1, f"trainer on {os.environ.get(\'CUDA_VISIBLE_DEVICES\')}\\n".encode())\n')
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
 
     def launch(devices: str | None) -> subprocess.CompletedProcess:
