@@ -86,7 +86,7 @@ def test_launch_node_gives_the_plan_the_devices_the_node_was_given(tmp_path):
     write_launch_files(launch_files(recipe), tmp_path)
     trainer = tmp_path / "show_devices.py"
     # One os.write per trainer: four processes share the pipe, and a write under PIPE_BUF bytes is never split.
-    trainer.write_text('import os\nos.write(1, f"trainer on {os.environ.get(\'CUDA_VISIBLE_DEVICES\')}\\n".encode())\n')
+    trainer.write_text("import os\nos.write(1, f\"trainer on {os.environ.get('CUDA_VISIBLE_DEVICES')}\\n\".encode())\n")
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
 
     def launch(devices: str | None) -> subprocess.CompletedProcess:

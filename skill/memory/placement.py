@@ -191,10 +191,12 @@ def model_state_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: in
             weights /= processes
             reference /= processes
     state = ModelState(weights, gradients, optimizer, reference, trainable, buckets)
-    return _offloaded(request, shape, state, processes)
+    return _offloaded(request, shape, state, processes, half)
 
 
-def _offloaded(request: MemoryRequest, shape: ModelShape, state: ModelState, processes: int) -> ModelState:
+def _offloaded(
+    request: MemoryRequest, shape: ModelShape, state: ModelState, processes: int, gather_bytes: int
+) -> ModelState:
     """Move what the request offloads to host RAM. Under ZeRO-3 / FSDP the layers being computed are gathered
     whole beside the shard, offloaded or not; with the weights offloaded only those gathered layers stay."""
     offloaded = 0.0
@@ -210,4 +212,8 @@ def _offloaded(request: MemoryRequest, shape: ModelShape, state: ModelState, pro
         else:  # the shard already holds 1/processes of the gathered layers
             grow = 1 + fraction * (processes - 1)
             weights, reference = weights * grow, reference * grow
+        if request.sharding == "fsdp" and reference:
+            # TRL 1.16 shards an FSDP2 reference at its root only (trl/models/utils.py prepare_fsdp): its forward
+            # gathers the whole model at once (in the gather precision), where ZeRO-3 gathers a layer at a time
+            reference = state.reference * (0 if request.offload_parameters else 1) + shape.parameters() * gather_bytes
     return state._replace(optimizer=optimizer, weights=weights, reference=reference, offloaded=offloaded)

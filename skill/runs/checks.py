@@ -97,22 +97,31 @@ def split_held_out(
     rows: list[dict[str, Any]], seed: int, fraction: float = HELD_OUT_FRACTION, probed: set[str] | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Keep a held-out share of prompts for evaluation (never trained on); fraction 0 keeps none. ``probed`` prompts
-    (probed_prompts) go to training only.
+    (probed_prompts) go to training only. A prompt is held out whole: where the data repeats it, one copy is held
+    out and the others are not trained on (else the held-out score would count a trained prompt, and twice).
 
     >>> train, held = split_held_out([{"prompt": str(i)} for i in range(100)], 3407, probed={prompt_key("7")})
     >>> len(train), len(held), not {r["prompt"] for r in train} & {r["prompt"] for r in held}, "7" in {r["prompt"]
     ...     for r in held}
     (90, 10, True, False)
+    >>> train, held = split_held_out([{"prompt": str(i % 50)} for i in range(100)], 3407)
+    >>> len(held), len({r["prompt"] for r in held}), len(train), not {r["prompt"] for r in train} & {r["prompt"]
+    ...     for r in held}
+    (10, 10, 80, True)
     """
     shuffled = list(rows)
     random.Random(seed).shuffle(shuffled)
     enough = fraction > 0 and len(shuffled) > 2 * MIN_HELD_OUT
     count = max(MIN_HELD_OUT, int(len(shuffled) * fraction)) if enough else 0
     probed = probed or set()
-    candidates = [row for row in shuffled if prompt_key(row["prompt"]) not in probed]
-    held = candidates[:count]
-    chosen = {id(row) for row in held}
-    return [row for row in shuffled if id(row) not in chosen], held
+    held: dict[str, dict[str, Any]] = {}
+    for row in shuffled:
+        if len(held) == count:
+            break
+        key = prompt_key(row["prompt"])
+        if key not in probed:
+            held.setdefault(key, row)
+    return [row for row in shuffled if prompt_key(row["prompt"]) not in held], list(held.values())
 
 
 def check_target(recipe: GRPORecipe, force: bool = False, on_this_machine: bool = True) -> list[str]:

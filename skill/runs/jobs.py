@@ -257,9 +257,10 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
         notes.append(f"Dropped {dropped} prompt(s) over {recipe.dataset.max_prompt_tokens} tokens.")
     probed = checks.probed_prompts(recipe.provenance.route_decision, gate.inspection_id)
     train, held_out = checks.split_held_out(rows, recipe.trl.get("seed", 3407), request.held_out_fraction, probed)
+    repeats = len(rows) - len(train) - len(held_out)
     notes.append(
         f"{len(train)} training prompts, {len(held_out)} held out for evaluation (none of the route's or the "
-        "inspection's prompts)."
+        "inspection's prompts" + (f"; {repeats} repeat(s) of held-out prompts not trained on" if repeats else "") + ")."
     )
     staging = Path(tempfile.mkdtemp(prefix=f".{run_id}-", dir=runs_root()))
     try:

@@ -36,6 +36,11 @@ def parameter_digest(model: Any) -> dict[str, Any]:
     >>> digest["count"], digest["parameters"]["weight"]["sum"], digest["sha256"] == parameter_digest(layer)["sha256"]
     (2, 2.0, True)
     """
+    return named_tensor_digest(model.named_parameters())
+
+
+def named_tensor_digest(named: Any) -> dict[str, Any]:
+    """``parameter_digest`` of (name, tensor) pairs: parameters gathered into whole tensors."""
     import hashlib
 
     import torch
@@ -43,7 +48,7 @@ def parameter_digest(model: Any) -> dict[str, Any]:
     sha = hashlib.sha256()
     parameters: dict[str, dict[str, float]] = {}
     count = 0
-    for name, parameter in sorted(model.named_parameters()):
+    for name, parameter in sorted(named, key=lambda pair: pair[0]):
         tensor = parameter.detach().to("cpu", torch.float32).contiguous()
         sha.update(name.encode() + tensor.numpy().tobytes())
         parameters[name] = {"sum": float(tensor.double().sum()), "norm": float(tensor.double().norm())}
@@ -51,18 +56,74 @@ def parameter_digest(model: Any) -> dict[str, Any]:
     return {"sha256": sha.hexdigest(), "count": count, "parameters": parameters}
 
 
+def local_count(model: Any) -> int:
+    """How many parameter values this rank holds: its shard under ZeRO-3 (``ds_tensor``) or FSDP2 (a DTensor's local
+    part), everything otherwise.
+
+    >>> import torch
+    >>> local_count(torch.nn.Linear(2, 1))
+    3
+    """
+    count = 0
+    for parameter in model.parameters():
+        if hasattr(parameter, "ds_tensor"):
+            count += parameter.ds_tensor.numel()
+        elif hasattr(parameter, "to_local"):
+            count += parameter.to_local().numel()
+        else:
+            count += parameter.numel()
+    return count
+
+
 def gathered_digest(model: Any) -> dict[str, Any]:
-    """``parameter_digest`` of the whole parameters: under ZeRO-3 each rank holds only its partition (empty tensors
-    outside a gather), so they are gathered first; every rank must call it (the gather is a collective)."""
-    if not any(hasattr(parameter, "ds_id") for parameter in model.parameters()):
-        return parameter_digest(model)
-    import deepspeed
+    """``parameter_digest`` of the whole parameters, with ``local_count``: under ZeRO-3 each rank holds only its
+    partition (empty tensors outside a gather) and under FSDP2 a shard of each DTensor, so they are gathered first;
+    every rank must call it (the gather is a collective)."""
+    local = local_count(model)
+    parameters = list(model.parameters())
+    if any(hasattr(parameter, "ds_id") for parameter in parameters):
+        import deepspeed
 
-    with deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None):
-        return parameter_digest(model)
+        with deepspeed.zero.GatheredParameters(parameters, modifier_rank=None):
+            return {**parameter_digest(model), "local_count": local}
+    if any(hasattr(parameter, "full_tensor") for parameter in parameters):
+        whole = [(name, parameter.full_tensor()) for name, parameter in sorted(model.named_parameters())]
+        return {**named_tensor_digest(whole), "local_count": local}
+    return {**parameter_digest(model), "local_count": local}
 
 
-def dump_rank_state(trainer: Any) -> None:
+class HeldOutTally:
+    """How many times this rank's reward scored each held-out prompt: a reward function wrapped to count, so a
+    rehearsal shows every held-out prompt scored exactly ``num_generations`` times per evaluation across the ranks
+    (a padded or repeated sample would show as a higher count). Scores pass through unchanged.
+
+    >>> tally = HeldOutTally([{"prompt": "a"}, {"prompt": "b"}])
+    >>> def exact(prompts, completions, **kwargs):
+    ...     return [1.0 for _ in completions]
+    >>> counting = tally.counting(exact)
+    >>> counting(prompts=["a", "a", "c"], completions=["1", "2", "3"]), counting.__name__, tally.counts
+    ([1.0, 1.0, 1.0], 'exact', [2, 0])
+    """
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.index = {json.dumps(row["prompt"], sort_keys=True): number for number, row in enumerate(rows)}
+        self.counts = [0] * len(rows)
+
+    def counting(self, reward: Any) -> Any:
+        import functools
+
+        @functools.wraps(reward)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            for prompt in kwargs.get("prompts") or []:
+                number = self.index.get(json.dumps(prompt, sort_keys=True))
+                if number is not None:
+                    self.counts[number] += 1
+            return reward(*args, **kwargs)
+
+        return counted
+
+
+def dump_rank_state(trainer: Any, held_out: HeldOutTally | None = None) -> None:
     """With GRPO_RLVR_DUMP_RANK_STATE=DIR, this rank's parameter digest and the batch values TRL built in it."""
     dump = os.environ.get(DUMP_RANK_STATE_ENV)
     if not dump:
@@ -70,6 +131,8 @@ def dump_rank_state(trainer: Any) -> None:
     Path(dump).mkdir(parents=True, exist_ok=True)
     model = trainer.accelerator.unwrap_model(trainer.model)
     digest = gathered_digest(model)
+    reference = getattr(trainer, "ref_model", None)  # a full fine-tune with beta > 0: the model TRL built apart
+    reference_digest = gathered_digest(reference) if reference is not None else None
     accelerator, args = trainer.accelerator, trainer.args
     where = {
         "rank": rank(),
@@ -81,5 +144,7 @@ def dump_rank_state(trainer: Any) -> None:
         "generation_batch_size": args.generation_batch_size,
         "gradient_accumulation_steps": args.gradient_accumulation_steps,
         "per_device_train_batch_size": args.per_device_train_batch_size,
+        "reference_sha256": reference_digest["sha256"] if reference_digest else None,
+        "held_out_scored": held_out.counts if held_out is not None else None,
     }
     (Path(dump) / f"rank-{rank()}.json").write_text(json.dumps({**where, **digest}, default=str))

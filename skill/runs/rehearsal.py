@@ -7,7 +7,8 @@ data, rewards, held-out evaluation and checkpoints. It changes only what a CPU c
 
 - CUDA → CPU, NCCL → gloo: DDP trainers run with ``use_cpu``; a DeepSpeed plan keeps its config and runs on
   DeepSpeed's CPU accelerator (``DS_ACCELERATOR=cpu``) with the process group on gloo (``ddp_backend``), since
-  accelerate never selects DeepSpeed for ``use_cpu``.
+  accelerate never selects DeepSpeed for ``use_cpu``; an FSDP2 plan keeps its config, runs with ``use_cpu``, and
+  ``install_fsdp_on_cpu`` lets accelerate apply its own FSDP2 preparation there (it selects FSDP only for GPUs).
 - bf16 → fp32: mixed precision off, the weights loaded in float32; a QLoRA base loads unquantized (``NF4_ON_CPU``).
 - the weights → the model's miniature (``skill.models.miniature``): its architecture and module classes at 2 layers.
 - vLLM → vLLM's CPU build where it is installed (a colocated engine takes a share of host RAM; a server plan starts
@@ -19,8 +20,8 @@ data, rewards, held-out evaluation and checkpoints. It changes only what a CPU c
 
 Every difference between the plan's launch files / GRPOConfig kwargs and the rehearsal's must be one of the listed
 substitutions, else the rehearsal refuses to start. ``rehearsal.json`` in the run directory holds the report; the
-run's ranks add their world size, ``steps_per_generation`` (read from the GRPOConfig TRL built) and a parameter
-digest at the end, and ``run_status`` shows it. An FSDP2 plan is refused: accelerate does not apply FSDP on CPU.
+run's ranks add their world size, ``steps_per_generation`` (read from the GRPOConfig TRL built), a digest of the
+gathered parameters, how many they hold, and the reference model's digest at the end; ``run_status`` shows it.
 
 May import: ``recipe``, ``models``, ``runs.rank_state``, ``runs.checks``, ``errors``.
 """
@@ -84,7 +85,15 @@ class RankReport(BaseModel):
     world_size: int
     steps_per_generation: int
     generation_batch_size: int
-    parameters_sha256: str
+    parameters_sha256: str = Field(description="SHA-256 of the whole (gathered) parameters at the end.")
+    parameters_held: int | None = Field(default=None, description="Parameter values this rank holds (its shard).")
+    parameters_total: int | None = Field(default=None, description="Parameter values of the whole model.")
+    reference_sha256: str | None = Field(
+        default=None, description="SHA-256 of the gathered reference model TRL built apart (beta > 0, full)."
+    )
+    held_out_scored: list[int] | None = Field(
+        default=None, description="How many completions of each held-out prompt this rank scored, all evaluations."
+    )
 
 
 class RehearsalReport(BaseModel):
@@ -102,6 +111,11 @@ class RehearsalReport(BaseModel):
     held_out: str | None = None
     ranks: list[RankReport] = Field(default_factory=list, description="Filled in as the ranks finish.")
     ranks_in_sync: bool | None = Field(default=None, description="Whether every rank ended with the same weights.")
+    held_out_scored: list[int] | None = Field(
+        default=None,
+        description="Completions scored per held-out prompt, summed over the ranks and the run's evaluations: "
+        "each should be num_generations times the evaluations (more: a prompt counted twice).",
+    )
 
     def describe(self) -> list[str]:
         """The report in a few lines, as the command line prints it."""
@@ -114,6 +128,9 @@ class RehearsalReport(BaseModel):
             spg = sorted({rank.steps_per_generation for rank in self.ranks})
             synced = "in sync" if self.ranks_in_sync else "NOT in sync"
             lines.append(f"  ranks: {len(self.ranks)} reported, world {worlds}, steps_per_generation {spg}, {synced}")
+        if self.held_out_scored:
+            counts = sorted(set(self.held_out_scored))
+            lines.append(f"  held-out prompts scored {counts} time(s) each, counted over the ranks and evaluations")
         lines += [f"  not verified here: {item}" for item in self.unverified]
         return lines
 
@@ -163,6 +180,15 @@ def _device(trl: dict[str, Any], subs: list[Substitution], sharding: str) -> Non
             {"ddp_backend": "gloo"},
             "NCCL → gloo: DeepSpeed on its CPU accelerator "
             "(DS_ACCELERATOR=cpu); accelerate never selects DeepSpeed for use_cpu",
+        )
+    elif sharding == "fsdp2":
+        _change(
+            trl,
+            subs,
+            "device",
+            {"use_cpu": True},
+            "CUDA → CPU: the trainers join over gloo, and accelerate's own FSDP2 preparation (fully_shard) is applied "
+            "on CPU, where accelerate selects FSDP only for GPUs (install_fsdp_on_cpu)",
         )
     else:
         _change(trl, subs, "device", {"use_cpu": True}, "CUDA → CPU: the trainers join over gloo")
@@ -218,20 +244,13 @@ def _generation(trl: dict[str, Any], subs: list[Substitution], prompt_tokens: in
 def rehearsed_recipe(recipe: GRPORecipe) -> tuple[GRPORecipe, list[Substitution]]:
     """The recipe as this CPU rehearses it (its plan's sharding decided: ``launch.with_sharding``), with each change.
 
-    A CPU recipe runs as it is, and an FSDP2 plan cannot be rehearsed here; both are refused with what to send.
+    A CPU recipe runs as it is: it is refused with what to send.
     """
     sharding = recipe.launch.sharding or "ddp"
     if recipe.hardware.accelerator == "cpu":
         raise SkillError(
             "A CPU recipe runs on this machine as it is: there is nothing to rehearse.",
             "Send rehearse=false, or a recipe emitted for GPUs.",
-        )
-    if sharding == "fsdp2":
-        raise SkillError(
-            "An FSDP2 plan cannot be rehearsed here: accelerate does not apply FSDP on CPU (its distributed type "
-            "stays NO), so the ranks would not shard.",
-            "Rehearse the plan with sharding='zero3' (the same ZeRO-3 sharding of weights, gradients and optimizer), "
-            "or run the FSDP2 plan on its GPUs.",
         )
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", recipe.model.name).strip("-")
     miniature = save_miniature(recipe.model.name, state_dir("cache") / "miniatures" / slug)
@@ -405,11 +424,18 @@ def read_report(directory: Path) -> RehearsalReport | None:
                 steps_per_generation=state["steps_per_generation"],
                 generation_batch_size=state["generation_batch_size"],
                 parameters_sha256=state["sha256"],
+                parameters_held=state.get("local_count"),
+                parameters_total=state.get("count"),
+                reference_sha256=state.get("reference_sha256"),
+                held_out_scored=state.get("held_out_scored"),
             )
         )
     report.ranks = sorted(ranks, key=lambda rank: rank.rank)
     if ranks:
         report.ranks_in_sync = len({rank.parameters_sha256 for rank in ranks}) == 1
+    tallies = [rank.held_out_scored for rank in ranks if rank.held_out_scored is not None]
+    if tallies:
+        report.held_out_scored = [sum(counts) for counts in zip(*tallies, strict=True)]
     return report
 
 
@@ -436,6 +462,32 @@ def install_server_sync_replacement(directory: Path, recipe: GRPORecipe) -> bool
         "parameters, none are sent",
         flush=True,
     )
+    return True
+
+
+def install_fsdp_on_cpu(directory: Path, recipe: GRPORecipe) -> bool:
+    """In a rehearsal of an FSDP2 plan, accelerate applies FSDP on CPU: it selects FSDP only for a GPU world (on CPU
+    its distributed type stays MULTI_CPU and the plan's FSDP config is ignored), while torch's fully_shard runs on CPU
+    over gloo. Once the Accelerator's state is built with the FSDP plugin the launcher configured, its type becomes
+    FSDP; the rest (fully_shard per layer, TRL's reference preparation, the gathered save) is accelerate's and TRL's
+    own code. Before GRPOTrainer is built."""
+    if not (directory / REHEARSAL_FILE).is_file() or recipe.launch.sharding != "fsdp2":
+        return False
+    from accelerate.state import AcceleratorState, PartialState
+    from accelerate.utils import DistributedType
+
+    built = AcceleratorState.__init__
+
+    def build_with_fsdp(self: Any, *args: Any, **kwargs: Any) -> None:
+        built(self, *args, **kwargs)
+        plugin = kwargs.get("fsdp_plugin")
+        if plugin is not None and self.distributed_type == DistributedType.MULTI_CPU:
+            # every later AcceleratorState() copies the process state's type over its own: both say FSDP
+            PartialState._shared_state["distributed_type"] = DistributedType.FSDP
+            self.distributed_type, self.fsdp_plugin = DistributedType.FSDP, plugin
+
+    AcceleratorState.__init__ = build_with_fsdp
+    print("rehearsal: accelerate's FSDP2 preparation is applied on CPU (gloo)", flush=True)
     return True
 
 

@@ -50,8 +50,8 @@ from skill.runs import checkpoint_request
 from skill.runs.held_out import held_out_scores, is_evaluation, score_evaluation, summary_line
 from skill.runs.model_card import model_card
 from skill.runs.plots import plot_reward_curve
-from skill.runs.rank_state import dump_rank_state, rank
-from skill.runs.rehearsal import install_server_sync_replacement
+from skill.runs.rank_state import DUMP_RANK_STATE_ENV, HeldOutTally, dump_rank_state, rank
+from skill.runs.rehearsal import install_fsdp_on_cpu, install_server_sync_replacement
 from skill.runs.store import (
     METRICS_HEADER,
     append_jsonl,
@@ -299,10 +299,14 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     callback = _make_callback(run_dir, max_steps, recipe, len(evaluation_rows))
     if writer and uses_vllm_server(recipe) and rows:  # before the model loads: a wrong server costs no load
         check_vllm_server(run_dir, recipe, rows[0]["prompt"], kwargs)
+    # the dataset's columns: a user reward requiring one the data lacks is refused now, not NaN every step
+    rewards = build_reward_functions(recipe.rewards, columns=set(rows[0]) if rows else None)
+    tally = HeldOutTally(evaluation_rows) if os.environ.get(DUMP_RANK_STATE_ENV) and evaluation_rows else None
+    if tally is not None:  # a rehearsal counts how often each held-out prompt is scored
+        rewards[0] = tally.counting(rewards[0])
     trainer = GRPOTrainer(
         model=resolve_model_path(recipe.model.name),
-        # the dataset's columns: a user reward requiring one the data lacks is refused now, not NaN every step
-        reward_funcs=build_reward_functions(recipe.rewards, columns=set(rows[0]) if rows else None),
+        reward_funcs=rewards,
         args=config,
         train_dataset=Dataset.from_list(rows),
         eval_dataset=Dataset.from_list(evaluation_rows) if evaluation_rows else None,
@@ -313,7 +317,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     callback.trainer = trainer
     _prepare_vllm(trainer, run_dir, writer)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    dump_rank_state(trainer)
+    dump_rank_state(trainer, tally)
     final = run_dir / "final"
     trainer.save_model(str(final))  # every rank calls it (sharded engines gather); only rank 0 writes
     if not writer:
@@ -355,6 +359,7 @@ def main(argv: list[str]) -> int:
     try:
         recipe = GRPORecipe.model_validate_json((run_dir / "recipe.json").read_text())
         install_server_sync_replacement(run_dir, recipe)  # a rehearsal of a server plan: before TRL opens NCCL
+        install_fsdp_on_cpu(run_dir, recipe)  # a rehearsal of an FSDP2 plan: before the Accelerator is built
         train(run_dir, recipe, resume)
     except BaseException as exc:  # record why, then exit non-zero: the job store reads run.json
         traceback.print_exc()

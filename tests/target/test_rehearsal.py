@@ -4,7 +4,7 @@ CPU, under the target stack with vLLM's CPU build and DeepSpeed (the two-node Sl
 Each case emits the recipe a user gets for the hardware named, rehearses it, and asserts: at least 2 logged steps,
 every rank in the plan's world with the same weights at the end (gathered, under ZeRO-3), the final model loading
 with ``from_pretrained`` and equal to them, a report that lists what it substituted, and held-out results that count
-each completion once.
+each completion once (counted by the ranks' rewards).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from skill.runs.store import read_jsonl, run_dir
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rehearsal")]  # one rehearsal at a time: up to 8 processes
 
 
-def rehearse(run_id: str, tmp_path, model: str, gpu: str, gpus: int, method: str) -> tuple:
+def rehearse(run_id: str, tmp_path, model: str, gpu: str, gpus: int, method: str, **request) -> tuple:
     pass_inspection()
     recipe = emit_grpo_config(
         RecipeRequest(
@@ -35,6 +35,7 @@ def rehearse(run_id: str, tmp_path, model: str, gpu: str, gpus: int, method: str
             rewards=REWARDS,
             dataset=DatasetSpec(name=str(addition_file(tmp_path, 80)), columns=["answer"]),
             report_to="none",
+            **request,
         )
     )
     started = time.time()
@@ -69,9 +70,14 @@ def check_common(recipe, status, directory, world: int) -> dict:
     described = report.describe()  # what the command line prints
     assert described[0] == f"rehearsal of {report.plan}" and any("in sync" in line for line in described)
     held_out = [row for row in read_jsonl(directory / "metrics.jsonl") if "held_out" in row]
-    completions = held_out[0]["held_out"][0]["completions"]
-    assert report.held_out and report.held_out.endswith(f"({completions})")  # each completion counted once
-    assert completions % recipe.evaluation.generations == 0
+    completions, prompts = held_out[0]["held_out"][0]["completions"], held_out[0]["held_out"][0]["prompts"]
+    assert report.held_out and report.held_out.endswith(f"({completions})")
+    # Counted, not computed: the first reward, wrapped to count, scored every held-out prompt exactly
+    # num_generations times per evaluation across all ranks (a padded repeat would count twice), and the n the
+    # held-out score reports is that count.
+    generations = recipe.evaluation.generations
+    assert report.held_out_scored == [generations * len(held_out)] * prompts
+    assert completions == sum(report.held_out_scored) // len(held_out) == prompts * generations
     return substituted
 
 
@@ -95,6 +101,27 @@ def test_eight_h100_full_zero3_with_a_vllm_server(tmp_path):
     assert "distributed_type: DEEPSPEED" in (directory / "accelerate_config.yaml").read_text()
     log = "\n".join(run_logs("h100x8-zero3", 5000).lines)
     assert "vLLM server healthy" in log and '"server_prompt_ids_match": true' in log
+
+
+def test_eight_h100_full_fsdp2_with_a_reference_model(tmp_path):
+    """FSDP2 with beta > 0: accelerate's own fully_shard on every trainer (applied on CPU by the listed shim), the
+    parameters really sharded, and the reference model TRL builds apart equal to the weights on disk on every rank."""
+    from transformers import AutoModelForCausalLM
+
+    model, request = "Qwen/Qwen2.5-7B-Instruct", {"sharding": "fsdp2", "overrides": {"beta": 0.04}}
+    recipe, status, directory = rehearse("h100x8-fsdp2", tmp_path, model, "H100", 8, "full", **request)
+    assert recipe.launch.sharding == "fsdp2" and recipe.trl["beta"] == 0.04
+    world = recipe.launch.training_processes
+    substituted = check_common(recipe, status, directory, world=world)
+    assert "fully_shard" in substituted["device"].why
+    assert "distributed_type: FSDP" in (directory / "accelerate_config.yaml").read_text()
+    ranks = status.rehearsal.ranks
+    total = ranks[0].parameters_total
+    assert all(rank.parameters_held < total for rank in ranks)  # each rank holds a shard, not the model
+    assert sum(rank.parameters_held for rank in ranks) >= total
+    rehearsed = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
+    on_disk = parameter_digest(AutoModelForCausalLM.from_pretrained(rehearsed.model.name))["sha256"]
+    assert {rank.reference_sha256 for rank in ranks} == {on_disk}  # the reference: the source weights, every rank
 
 
 def test_one_rtx_4090_qlora(tmp_path):
