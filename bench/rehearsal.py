@@ -41,6 +41,7 @@ def rehearse(model: str, gpus: int, nodes: int, overrides: dict, slurm=None) -> 
     from skill.recipe.emit import RecipeRequest, emit_grpo_config
     from skill.recipe.schema import DatasetSpec, ModelSpec
     from skill.rewards.spec import RewardSpec
+    from skill.runs.engine_choice import ThisMachine
     from skill.runs.jobs import RunRequest, run_grpo, run_status
 
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-rehearsal-"))
@@ -64,7 +65,7 @@ def rehearse(model: str, gpus: int, nodes: int, overrides: dict, slurm=None) -> 
         )
     )
     started = time.time()
-    status = run_grpo(RunRequest(recipe=recipe, run_id="bench-rehearsal", rehearse=True, slurm=slurm))
+    status = run_grpo(RunRequest(recipe=recipe, run_id="bench-rehearsal", rehearse=True, engine=slurm or ThisMachine()))
     status = run_status(status.run_id, wait_seconds=1800)
     if status.state != "succeeded":
         raise RuntimeError(f"the rehearsal failed: {status.reason}")

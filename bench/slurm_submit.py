@@ -76,7 +76,7 @@ def measure(steps: int = 10) -> dict[str, float]:
         hand_submitted, hand_times = _hand(work, recipe, settings, [*arguments, str(work / "bare-out")])
         submitted = time.time()
         request = RunRequest(
-            recipe=recipe, run_id="bench-slurm", held_out_fraction=0.0, processes=2, nodes=2, slurm=settings
+            recipe=recipe, run_id="bench-slurm", held_out_fraction=0.0, processes=2, nodes=2, engine=settings
         )
         status = run_grpo(request)
         while status.state in ("starting", "running"):

@@ -306,11 +306,11 @@ def command_review(args: argparse.Namespace) -> None:
 
 
 def _print_status(status: Any) -> None:
-    job = status.engine_ids.get("job_id")
+    job, scheduler = status.engine_handle.get("job_id"), status.engine_handle.get("scheduler_state")
     print(
         f"{status.run_id}: {status.state}  step {status.step}/{status.max_steps or '?'}"
         + (f"  eta {status.eta_seconds:.0f} s" if status.eta_seconds else "")
-        + (f"  slurm job {job} {status.scheduler_state or ''}".rstrip() if job else "")
+        + (f"  slurm job {job} {scheduler or ''}".rstrip() if job else "")
     )
     if status.reason:
         print(f"  reason: {status.reason}")
@@ -343,22 +343,28 @@ def command_run(args: argparse.Namespace) -> None:
     recipe = None
     if args.recipe:
         recipe = GRPORecipe.model_validate_json(Path(args.recipe).read_text())
-    slurm = None
+    engine: dict[str, Any] = {"kind": "this_machine"}
     if args.slurm is not None:
         text = Path(args.slurm).read_text() if Path(args.slurm).is_file() else args.slurm
         try:
             slurm = json.loads(text)
         except json.JSONDecodeError as exc:
+            slurm = None
+            problem = str(exc)
+        else:
+            problem = "" if isinstance(slurm, dict) else f"it is a JSON {type(slurm).__name__}"
+        if problem:
             raise SkillError(
-                f"--slurm is neither a JSON object nor a file of one ({exc}).", "Send e.g. --slurm '{}'."
-            ) from None
+                f"--slurm is neither a JSON object nor a file of one ({problem}).", "Send e.g. --slurm '{}'."
+            )
+        engine = {**slurm, "kind": "slurm"}
     request = RunRequest(
         recipe=recipe,
         run_id=args.run_id,
         resume_run_id=args.resume,
         processes=args.processes,
         nodes=args.nodes,
-        slurm=slurm,
+        engine=engine,
         sharding=args.sharding,
         rehearse=args.rehearse,
         force=args.force,

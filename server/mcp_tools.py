@@ -272,8 +272,8 @@ def run_grpo_tool(request: RunToolRequest) -> RunStatus:
     """Start a GRPO run of a recipe on the server's machine, in its own process; returns at once.
 
     Refuses rewards without an inspection that opened the gate (never overridable), a route that is not grpo or
-    a recipe that does not fit (force + force_reason), a target this machine is not. `slurm` submits it to a
-    Slurm cluster instead (needed for several nodes). resume_run_id continues a stopped run. Returns its status.
+    a recipe that does not fit (force + force_reason), a target this machine is not. resume_run_id continues a
+    stopped run. Returns its status.
 
     Next: run_status with wait_seconds; run_logs; cancel_run.
     """

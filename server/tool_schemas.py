@@ -52,7 +52,9 @@ NULL = {"type": "null"}
 
 
 def without_noise(schema: Any) -> Any:
-    """A schema without titles, ``"default": null`` and the ``null`` branch of optional fields.
+    """A schema without titles, ``"default": null``, the ``null`` branch of optional fields and pydantic's
+    ``discriminator`` (an OpenAPI keyword JSON Schema ignores, whose mapping names ``$defs`` that inlining removes:
+    each branch's ``const`` kind says the same).
 
     An optional field is left out to leave it unset, which its absence from ``required`` already says;
     an explicit null is still accepted. A model's description keeps its first paragraph.
@@ -69,6 +71,10 @@ def without_noise(schema: Any) -> Any:
     for key, value in schema.items():
         if (key == "title" and isinstance(value, str)) or (key == "default" and value is None):
             continue
+        if key == "discriminator" and isinstance(value, dict):
+            continue
+        if key == "default" and "const" in schema and value == schema["const"]:
+            continue  # a constant's default is the constant
         if key == "additionalProperties" and isinstance(value, bool):
             continue  # true is JSON Schema's default; on false the server still refuses unknown fields, by name
         if key == "properties" and isinstance(value, dict):  # property names are data, never keywords

@@ -88,7 +88,7 @@ def test_two_cpu_processes_under_accelerate_train_on_policy_and_end_in_sync(
     status = wait(run_id)
     elapsed = time.time() - started
     assert status.state == "succeeded", run_logs(run_id).lines[-30:]
-    assert status.engine == "accelerate" and status.engine_ids["main_process_port"] == record.ports["main_process"]
+    assert status.engine == "accelerate" and status.engine_handle["main_process_port"] == record.ports["main_process"]
 
     everything = read_jsonl(directory / "metrics.jsonl")
     metrics = training_rows(everything)
@@ -160,7 +160,7 @@ def test_the_engine_follows_the_launch_plan(tiny_model_dir, addition_data):
     two_nodes = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8, 2)
     with pytest.raises(SkillError, match="spans 2 nodes") as refused:
         engine_for(two_nodes)
-    assert "Send slurm settings" in refused.value.fix
+    assert 'Send engine {"kind": "slurm"}' in refused.value.fix and "--slurm" in refused.value.fix
     assert engine_for(two_nodes, SlurmSettings()).name == "slurm" == engine_for(eight, SlurmSettings()).name
     assert not engine_for(two_nodes, SlurmSettings()).runs_here and engine_for(eight).runs_here
     with pytest.raises(SkillError, match="do not split equally over 2 nodes"):
@@ -311,3 +311,19 @@ def test_a_lora_run_saves_a_merged_model_that_loads_alone_and_matches_the_adapte
         base = AutoModelForCausalLM.from_pretrained(digit_model_dir)(tokens).logits
     assert torch.allclose(merged, expected, atol=1e-4)  # the merged model is the trained adapter on its base
     assert not torch.allclose(merged, base, atol=1e-6)  # and the adapter learned something
+
+
+def test_the_request_names_its_engine_and_the_old_slurm_field_says_where_it_went():
+    from pydantic import ValidationError
+
+    from skill.runs.engine_choice import ThisMachine, engine_named
+
+    with pytest.raises(ValidationError, match='"engine": {"kind": "slurm"'):
+        RunRequest.model_validate({"slurm": {"partition": "gpu"}})
+    assert RunRequest.model_validate({"engine": {"kind": "slurm", "partition": "gpu"}}).engine.partition == "gpu"
+    assert RunRequest().engine == ThisMachine()
+    with pytest.raises(ValidationError, match="kind"):
+        RunRequest.model_validate({"engine": {"kind": "kubernetes"}})
+    with pytest.raises(SkillError, match="engine 'kubernetes', which this version does not have") as refused:
+        engine_named("kubernetes")  # a run.json written by another version
+    assert "version" in refused.value.fix

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from blind_reader import addition_samples, pass_review
+from old_run_json import write_as_before
 
 from skill.data import addition_rows
 from skill.errors import SkillError
@@ -149,7 +150,7 @@ def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dat
     # Its own rendezvous port, in the worker's environment (read while it loads torch): TRL's would be 29500 for all.
     record = read_record(run_dir("tiny-full"))
     assert f"MASTER_PORT={record.ports['master']}".encode() in process_environment(record.pid)
-    assert status.engine_ids["master_port"] == record.ports["master"]
+    assert status.engine_handle["master_port"] == record.ports["master"]
     status = wait("tiny-full")
     assert status.state == "succeeded", run_logs("tiny-full").lines[-20:]
     directory = run_dir("tiny-full")
@@ -189,6 +190,9 @@ def test_killed_worker_is_failed_with_the_signal_and_resume_loses_no_step(tiny_m
     os.killpg(record.pid, signal.SIGKILL)
     status = wait("tiny-kill", timeout=30)
     assert status.state == "failed" and status.signal == signal.SIGKILL and "SIGKILL" in status.reason
+    # A run recorded by the version before the engine handle reports its status and resumes.
+    write_as_before(directory)
+    assert run_status("tiny-kill").state == "failed" and list_runs().runs
     status = run_grpo(RunRequest(resume_run_id="tiny-kill"))
     status = wait("tiny-kill")
     assert status.state == "succeeded", run_logs("tiny-kill").lines[-20:]

@@ -12,12 +12,14 @@ import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+from old_run_json import SLURM_RUN_BEFORE_ENGINE_HANDLE, write_as_before
 from test_engines import run_processes, until
 from test_runs import REWARDS, pass_inspection, recipe, wait
 
@@ -70,8 +72,12 @@ def two_node_request(model, data, run_id, steps, settings=None, **trl):
         run_id=run_id,
         processes=2,
         nodes=2,
-        slurm=settings or SlurmSettings(partition="debug"),
+        engine=settings or SlurmSettings(partition="debug"),
     )
+
+
+def scheduler_state(run_id: str) -> str | None:
+    return run_status(run_id).engine_handle.get("scheduler_state")
 
 
 def training_steps(directory):
@@ -86,7 +92,7 @@ def test_refusals_come_before_anything_is_written(on_cluster, digit_model_dir, a
         run_grpo(two_node_request(digit_model_dir, addition_data, "bad-partition", 3, SlurmSettings(partition="nope")))
     assert "partition" in refused.value.fix
     with pytest.raises(SkillError, match="spans 2 nodes"):  # several nodes need a cluster
-        run_grpo(two_node_request(digit_model_dir, addition_data, "no-slurm", 3).model_copy(update={"slurm": None}))
+        run_grpo(two_node_request(digit_model_dir, addition_data, "no-slurm", 3).model_copy(update={"engine": None}))
     with pytest.raises(ValueError, match="not a Slurm time"):
         SlurmSettings(time_limit="soon")
     assert set(runs_root().iterdir()) <= {runs_root() / START_LOCK}  # the lock is taken before the checks
@@ -104,20 +110,20 @@ def test_two_nodes_train_in_sync_and_the_status_follows_the_scheduler(
     try:
         submitted = time.time()
         status = run_grpo(two_node_request(digit_model_dir, addition_data, run_id, steps))
-        assert status.engine == "slurm" and status.engine_ids["job_id"] > 0
-        until(lambda: run_status(run_id).scheduler_state == "PENDING" and "Reason=" in run_status(run_id).reason, 30)
+        assert status.engine == "slurm" and status.engine_handle["job_id"] > 0
+        until(lambda: scheduler_state(run_id) == "PENDING" and "Reason=" in run_status(run_id).reason, 30)
         pending = run_status(run_id)
         assert pending.state == "starting" and "PENDING" in pending.reason, pending
-        assert any(run.engine_ids.get("job_id") == status.engine_ids["job_id"] for run in list_runs().runs)
+        assert any(run.engine_handle.get("job_id") == status.engine_handle["job_id"] for run in list_runs().runs)
     finally:
         slurm.scontrol(on_cluster, "update", f"NodeName={slurm.NODES[1]}", "State=RESUME")
-    until(lambda: run_status(run_id).scheduler_state == "RUNNING", 120)  # the scheduler runs on events and a timer
+    until(lambda: scheduler_state(run_id) == "RUNNING", 120)  # the scheduler runs on events and a timer
     directory = run_dir(run_id)
     until(lambda: read_jsonl(directory / "metrics.jsonl"), 240)
     first_step = time.time() - submitted
     status = wait(run_id, timeout=240)
     assert status.state == "succeeded", run_logs(run_id).lines[-30:]
-    job = str(status.engine_ids["job_id"])  # rank 0 records the end just before the ranks exit and the job completes
+    job = str(status.engine_handle["job_id"])  # rank 0 records the end just before the ranks exit and the job completes
     until(lambda: "JobState=COMPLETED" in slurm.scontrol(on_cluster, "show", "job", "-o", job), 60)
 
     assert training_steps(directory) == list(range(1, steps + 1))
@@ -158,7 +164,7 @@ def test_a_two_node_gpu_plan_is_rehearsed_on_the_cluster_at_its_world_size(on_cl
     assert (gpu_recipe.launch.training_processes, gpu_recipe.launch.sharding) == (8, "ddp")
     run_id, started = f"slurm-rehearsal-{uuid.uuid4().hex[:6]}", time.time()
     settings = SlurmSettings(partition="debug", cpus_per_task=1)  # the test cluster's nodes have one CPU each
-    status = run_grpo(RunRequest(recipe=gpu_recipe, run_id=run_id, rehearse=True, slurm=settings))
+    status = run_grpo(RunRequest(recipe=gpu_recipe, run_id=run_id, rehearse=True, engine=settings))
     assert status.engine == "slurm"
     status = wait(run_id, timeout=600)
     assert status.state == "succeeded", run_logs(run_id, 200).lines[-40:]
@@ -184,7 +190,7 @@ def test_the_time_limit_signal_saves_a_checkpoint_timeout_fails_the_run_resume_a
     settings = SlurmSettings(time_limit="1", checkpoint_before_limit_s=30)
     run_grpo(two_node_request(digit_model_dir, addition_data, run_id, 400, settings, save_steps=1000))
     directory = run_dir(run_id)
-    job = read_record(directory).job_id
+    job = read_record(directory).engine_handle["job_id"]
     assert "#SBATCH --signal=USR1@30" in (directory / SLURM_SCRIPT).read_text()
     until(lambda: len(training_steps(directory)) >= 2, 150)
     # Slurm's own notice comes at most 30 s before the limit, on its timer; the same signal, sent now:
@@ -192,13 +198,15 @@ def test_the_time_limit_signal_saves_a_checkpoint_timeout_fails_the_run_resume_a
     until(lambda: list((directory / "checkpoints").glob("checkpoint-*/trainer_state.json")), 60)
     saved = sorted(int(path.name.split("-")[1]) for path in (directory / "checkpoints").glob("checkpoint-*"))
     status = wait(run_id, timeout=180)
-    assert status.state == "failed" and status.scheduler_state == "TIMEOUT", status
+    assert status.state == "failed" and status.engine_handle["scheduler_state"] == "TIMEOUT", status
     assert status.reason.startswith(f"Slurm job {job} ended TIMEOUT") and "resume_run_id" in status.reason
     until(lambda: not run_processes(directory), 30)
+    # As the version before the engine handle recorded it: the run resumes and cancels all the same.
+    assert write_as_before(directory)["job_id"] == job
 
     run_grpo(RunRequest(resume_run_id=run_id))
     record = read_record(directory)
-    assert record.job_id != job and record.command[-1] == "--resume"
+    assert record.engine_handle["job_id"] != job and record.command[-1] == "--resume"
     until(lambda: read_record(directory).resumed_from_step, 150)
     resumed = read_record(directory).resumed_from_step
     assert resumed >= saved[0]  # the checkpoint the signal asked for (or a later one)
@@ -207,15 +215,18 @@ def test_the_time_limit_signal_saves_a_checkpoint_timeout_fails_the_run_resume_a
     status = cancel_run(run_id)
     assert status.state == "cancelled"
     assert not run_processes(directory)  # cancel_run returns once the job has left both nodes
-    assert "JobState=CANCELLED" in slurm.scontrol(on_cluster, "show", "job", "-o", str(record.job_id))
+    assert "JobState=CANCELLED" in slurm.scontrol(on_cluster, "show", "job", "-o", str(record.engine_handle["job_id"]))
 
 
 def test_a_controller_that_does_not_answer_changes_no_run_state(tmp_path, monkeypatch):
-    from skill.runs.engine_choice import ENGINES
-    from skill.runs.store import RunRecord, write_record
+    """The run.json of a Slurm run as the version before the engine handle wrote it (job_id of its own)."""
+    from skill.runs.engine_choice import engine_named
 
-    write_record(tmp_path, RunRecord(run_id="r", state="running", engine="slurm", job_id=41))
+    shutil.copy(SLURM_RUN_BEFORE_ENGINE_HANDLE, tmp_path / "run.json")
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))  # scontrol is missing: the controller is out of reach
-    seen = ENGINES["slurm"].state(tmp_path)
+    seen = engine_named("slurm").state(tmp_path)
     assert seen.state == "running" and "did not answer" in seen.reason
+    assert seen.engine_handle == {"job_id": 41, "scheduler_state": "RUNNING"}
     assert read_record(tmp_path).state == "running" and read_record(tmp_path).reason is None  # nothing written
+    with pytest.raises(SkillError, match="Cancel job 41 with scancel"):  # and cancel still finds its job
+        engine_named("slurm").cancel(tmp_path, seen)

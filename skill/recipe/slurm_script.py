@@ -19,7 +19,7 @@ May import: ``recipe.launch_commands``, ``hardware``, ``errors`` (``recipe.schem
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -55,11 +55,11 @@ def time_limit_seconds(text: str) -> int:
 
 
 class SlurmSettings(BaseModel):
-    """What a Slurm cluster must be told that the recipe cannot know; nodes, GPUs and trainers per node are the
-    recipe's launch plan's."""
+    """What the cluster needs that the recipe cannot know (nodes, GPUs and trainers per node are its plan's)."""
 
     model_config = ConfigDict(extra="forbid")
 
+    kind: Literal["slurm"] = "slurm"
     partition: str | None = Field(default=None, description="sbatch --partition; None: the cluster's default.")
     account: str | None = Field(default=None, description="sbatch --account; None: your default.")
     time_limit: str | None = Field(
@@ -76,12 +76,12 @@ class SlurmSettings(BaseModel):
     cpus_per_task: int | None = Field(
         default=None,
         ge=1,
-        description="CPUs of each node's task (its trainers, the vLLM server). None: a core per trainer on CPU; "
-        "the whole node on GPUs.",
+        description="CPUs of each node's task (trainers, vLLM server). None: a core per trainer on CPU, the whole "
+        "node on GPUs.",
     )
     setup: list[str] = Field(
         default_factory=list,
-        description="Shell lines the job runs first: module load, source .venv/bin/activate, exports.",
+        description="Shell lines run first: module load, source .venv/bin/activate.",
     )
     sbatch_options: list[str] = Field(default_factory=list, description="More sbatch options, e.g. '--qos=high'.")
 

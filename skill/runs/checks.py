@@ -135,8 +135,8 @@ def check_target(recipe: GRPORecipe, force: bool = False, on_this_machine: bool 
         if not torch.cuda.is_available():
             raise SkillError(
                 "This recipe targets GPUs and this machine has none.",
-                "Run it on its target (grpo-rlvr config --output script, or the launch plan), send slurm settings "
-                "to submit it to a cluster, or emit a CPU recipe.",
+                "Run it on its target (grpo-rlvr config --output script, or the launch plan), send engine "
+                '{"kind": "slurm"} to submit it to a cluster, or emit a CPU recipe.',
             )
     if recipe.trl.get("use_vllm") and importlib.util.find_spec("vllm") is None:
         raise SkillError(

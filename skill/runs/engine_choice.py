@@ -1,34 +1,66 @@
-"""Which engine runs a run: one source, the launch plan, with the request choosing among the valid ones.
+"""Which engine runs a run: one source, the launch plan, with the request's engine settings choosing among the valid
+ones; and the engines by name, for the runs already written.
 
-- One process (a CPU, or one GPU): ``local``.
-- Several processes on one node: ``accelerate``.
-- Slurm settings in the request: ``slurm``, whatever the plan (one node or several).
-- A plan over several nodes without them is refused, with what to send.
+- ``ThisMachine`` (the default): one process (a CPU, or one GPU) runs ``local``; several on one node run
+  ``accelerate``. A plan over several nodes is refused, with what to send.
+- ``SlurmSettings``: ``slurm``, whatever the plan (one node or several).
 
 May import: ``recipe``, ``runs.engines``, ``runs.slurm``, ``errors``.
 """
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
 from skill.errors import SkillError
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.slurm_script import SlurmSettings
-from skill.runs.engines import AccelerateEngine, ProcessEngine
+from skill.runs.engines import AccelerateEngine, Engine, ProcessEngine
 from skill.runs.slurm import SlurmEngine
 
+
+class ThisMachine(BaseModel):
+    # This machine: one process, or the plan's several under accelerate launch (no docstring: it would be published
+    # in tools/list, where the engine field says it).
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["this_machine"] = "this_machine"
+
+
+EngineSettings = Annotated[ThisMachine | SlurmSettings, Field(discriminator="kind")]
+
 # By name, for the runs already written (run.json's engine): what they need is in their run directory.
-ENGINES: dict[str, ProcessEngine] = {"local": ProcessEngine(), "accelerate": AccelerateEngine(), "slurm": SlurmEngine()}
+ENGINES: dict[str, Engine] = {"local": ProcessEngine(), "accelerate": AccelerateEngine(), "slurm": SlurmEngine()}
 
 
-def engine_for(recipe: GRPORecipe, slurm: SlurmSettings | None = None, rehearsal: bool = False) -> ProcessEngine:
-    """The engine for the recipe's launch plan, under Slurm when the request carries its settings (asking for CPU
-    nodes in a rehearsal)."""
-    if slurm is not None:
-        return SlurmEngine(slurm, cpu_nodes=rehearsal)
+def engine_named(name: str) -> Engine:
+    """The engine a run was recorded with (run.json's ``engine``).
+
+    >>> engine_named("slurm").name
+    'slurm'
+    """
+    if name not in ENGINES:
+        raise SkillError(
+            f"This run was started by engine {name!r}, which this version does not have ({', '.join(ENGINES)}).",
+            "Watch it with the version of grpo-rlvr that started it.",
+        )
+    return ENGINES[name]
+
+
+def engine_for(
+    recipe: GRPORecipe, settings: ThisMachine | SlurmSettings | None = None, rehearsal: bool = False
+) -> Engine:
+    """The engine for the recipe's launch plan under the request's settings (a rehearsal under Slurm asks for CPU
+    nodes)."""
+    if isinstance(settings, SlurmSettings):
+        return SlurmEngine(settings, cpu_nodes=rehearsal)
     if recipe.hardware.nodes > 1:
         raise SkillError(
             f"The recipe's plan spans {recipe.hardware.nodes} nodes, which only a cluster can run.",
-            "Send slurm settings (at least {} for the cluster's defaults; partition, account, time_limit, setup) "
-            "and call run_grpo on a machine that submits to the cluster, or emit the recipe for one node.",
+            'Send engine {"kind": "slurm"} (CLI: --slurm \'{}\'; partition, account, time_limit, setup as the cluster '
+            "needs) from a machine that submits to the cluster, or emit the recipe for one node.",
         )
     return ENGINES["local" if recipe.launch.launcher == "python" else "accelerate"]

@@ -1,10 +1,12 @@
 """Engines: how a run's training processes are started, watched and stopped.
 
-An engine is four things, recorded in run.json (``engine``, ``pid``, ``ports``) and shown in ``RunStatus``:
-``submit`` (start the run directory's trainer, new or resumed), ``state`` (reconcile run.json with what is
-running: a dead launcher is never left 'running', and says why), ``cancel`` (stop everything the run started)
-and ``log_paths``. Every rank is the project's worker (``python -m skill.runs.worker RUN_DIR``): the gate check
-in process, metrics, held-out results, checkpoints, and one writer of run.json (rank 0).
+An engine keeps the ``Engine`` contract: ``submit`` (start the run directory's trainer, new or resumed),
+``state`` (reconcile run.json with what is running: a dead launcher is never left 'running', and says why in
+``reason``), ``cancel`` (stop everything the run started) and ``log_paths``; before the run directory is written,
+``preflight`` and ``files``. run.json records the engine's name (``engine``), and what it needs to find its
+processes again: a launcher's ``pid`` and ``ports``, or its own opaque ``engine_handle`` (the slurm engine's job
+id). Every rank is the project's worker (``python -m skill.runs.worker RUN_DIR``): the gate check in process,
+metrics, held-out results, checkpoints, and one writer of run.json (rank 0).
 
 - ``local``: one worker process (a CPU, or one GPU).
 - ``accelerate``: the run directory's ``launch_node.sh`` (``skill.recipe.launch``, the same files a hand launch
@@ -16,8 +18,9 @@ Both start one launcher in a process group of its own: cancelling signals the wh
 torchrun starts each rank in a session of its own, out of that group's reach; each rank dies with its launcher
 (PR_SET_PDEATHSIG, ``skill.runs.worker``) and torchrun stops them on SIGTERM.
 
-Which engine runs a recipe follows from its launch plan and the request (``runs.engine_choice``); the
-``slurm`` engine (``runs.slurm``) is this one under sbatch. May import: ``recipe``, ``runs.store``, ``errors``.
+Which engine runs a recipe follows from its launch plan and the request's engine settings, and the engines are
+registered by name (``runs.engine_choice``); the ``slurm`` engine (``runs.slurm``) is this one under sbatch.
+May import: ``recipe``, ``runs.store``, ``errors``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from skill.recipe.launch import launch_files
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, starts_vllm_server
@@ -43,6 +46,41 @@ EngineName = Literal["local", "accelerate", "slurm"]
 CANCEL_GRACE_S = 10.0
 GONE = "the training process is gone (killed, or the machine restarted)"  # all a watcher that is not its parent knows
 _CHILDREN: dict[str, subprocess.Popen] = {}  # the launchers this process started, reaped for their exit status
+
+
+class Engine(Protocol):
+    """What runs a run's trainers. Every method but ``preflight`` and ``files`` takes the run directory: all an
+    engine knows of a run is there (run.json and the files it wrote), so a run started by one process is watched,
+    resumed and cancelled by another."""
+
+    name: EngineName
+    runs_here: bool  # the trainers run on this machine: its devices and packages are checked before the start
+
+    def preflight(self, recipe: GRPORecipe) -> list[str]:
+        """Refuse (SkillError) what this engine cannot run, before the run directory is written; notes otherwise."""
+        ...
+
+    def files(self, recipe: GRPORecipe) -> dict[str, str]:
+        """The launch files it runs, written into the run directory before the first start."""
+        ...
+
+    def submit(self, directory: Path, resume: bool) -> RunRecord:
+        """Start the run (or resume it from its last checkpoint), recording how to find it again; refuse with a
+        SkillError when it cannot start."""
+        ...
+
+    def state(self, directory: Path) -> RunRecord:
+        """run.json reconciled with what is running: a run whose processes ended without a final state fails, with
+        the reason."""
+        ...
+
+    def cancel(self, directory: Path, record: RunRecord) -> None:
+        """Stop everything the run started and return once it is gone."""
+        ...
+
+    def log_paths(self, directory: Path) -> list[Path]:
+        """The logs it writes, train.log first."""
+        ...
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skill.errors import SkillError
 from skill.hardware.layout import Sharding
@@ -21,8 +21,8 @@ from skill.recipe.schema import GRPORecipe
 from skill.recipe.slurm_script import SlurmSettings
 from skill.recipe.validation import validate_recipe
 from skill.runs import checks
-from skill.runs.engine_choice import ENGINES, engine_for
-from skill.runs.engines import ProcessEngine
+from skill.runs.engine_choice import EngineSettings, ThisMachine, engine_for, engine_named
+from skill.runs.engines import Engine
 from skill.runs.health import diagnose, headline, shape_of
 from skill.runs.held_out import HeldOutScore, held_out_scores, training_rows
 from skill.runs.rehearsal import RehearsalReport, held_out_line, plan_rehearsal, read_report, write_report
@@ -65,31 +65,38 @@ class RunRequest(BaseModel):
         default=1,
         ge=1,
         description="CPU recipes only: N > 1 trains with N processes (accelerate launch, gloo), each holding a model "
-        "copy; per_device_train_batch_size x N x steps_per_generation must be a multiple of num_generations. A GPU "
-        "recipe's processes are its launch plan's. A resumed run keeps its count.",
+        "copy. A GPU recipe's processes are its plan's; a resumed run keeps its count.",
     )
     nodes: int = Field(
         default=1,
         ge=1,
-        description="CPU recipes with slurm: spread the processes over this many nodes (a GPU recipe's: its own).",
+        description="CPU recipes on Slurm: spread the processes over this many nodes (a GPU recipe's: its own).",
     )
     sharding: Sharding | None = Field(
         default=None,
-        description="Re-plan how the trainers share the training state (ddp, zero2, zero3, fsdp2); the memory check "
-        "and the launch files follow it. Default: the recipe's own plan. A resumed run keeps its sharding.",
+        description="Re-plan how trainers share the training state (the memory check and launch files follow); "
+        "default: the recipe's plan.",
     )
     rehearse: bool = Field(
         default=False,
-        description="Run a GPU recipe's own plan on this machine's CPUs first: the same engine, processes per node, "
-        "launch files, checks, data, rewards, held-out evaluation and checkpoints, with only what a CPU cannot do "
-        "substituted (CUDA/NCCL/bf16/vLLM/the weights: a miniature of the model), each listed in run_status's "
-        "rehearsal report with each rank's world size. Minutes on a laptop or login node, before GPU-hours.",
+        description="Run a GPU recipe's own plan (engine, processes, launch files, checks, data, rewards, "
+        "evaluation, checkpoints) on this machine's CPUs, substituting only what a CPU cannot do (CUDA, NCCL, bf16, "
+        "vLLM, the weights: a miniature), each listed in run_status's rehearsal report. Minutes, before GPU-hours.",
     )
-    slurm: SlurmSettings | None = Field(
-        default=None,
-        description="Submit as a Slurm job from this machine (the nodes must share its filesystem); needed for "
-        "several nodes. {}: the cluster's defaults.",
+    engine: EngineSettings = Field(
+        default_factory=ThisMachine,
+        description='{"kind": "slurm", ...}: a Slurm job from here (needed for several nodes). Default: this machine.',
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slurm_is_an_engine(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "slurm" in data:
+            raise ValueError(
+                'slurm settings are sent as the engine: {"engine": {"kind": "slurm", "partition": ...}} instead of '
+                '{"slurm": {...}}'
+            )
+        return data
 
 
 class RunStatus(BaseModel):
@@ -98,12 +105,10 @@ class RunStatus(BaseModel):
     run_id: str
     state: RunState
     engine: str = Field(default="local", description="What runs the trainers: local | accelerate | slurm.")
-    engine_ids: dict[str, int] = Field(
+    engine_handle: dict[str, Any] = Field(
         default_factory=dict,
-        description="The engine's handles: the launcher's pid and the ports it was given, or the Slurm job_id.",
-    )
-    scheduler_state: str | None = Field(
-        default=None, description="Slurm's JobState (PENDING, RUNNING, TIMEOUT, ...); reason says why it waits."
+        description="How the engine finds the run: the launcher's pid and the ports it was given, or the Slurm "
+        "job_id and its scheduler_state (PENDING, RUNNING, TIMEOUT, ...; reason says why it waits).",
     )
     step: int = 0
     max_steps: int | None = None
@@ -157,7 +162,7 @@ class RunList(BaseModel):
 
 def _refresh(directory: Path) -> RunRecord:
     """Reconcile run.json with the run's engine: a dead launcher is never left 'running'."""
-    return ENGINES[read_record(directory).engine].state(directory)
+    return engine_named(read_record(directory).engine).state(directory)
 
 
 def _status(directory: Path, points: int = 5) -> RunStatus:
@@ -191,18 +196,17 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         )
         if (directory / name).exists()
     }
-    engine = ENGINES[record.engine]
+    engine = engine_named(record.engine)
     paths.update((path.name, str(path)) for path in engine.log_paths(directory) if path.exists())
     return RunStatus(
         run_id=record.run_id,
         state=record.state,
         engine=record.engine,
-        engine_ids={
+        engine_handle={
             **({"pid": record.pid} if record.pid else {}),
-            **({"job_id": record.job_id} if record.job_id else {}),
             **{f"{k}_port": v for k, v in record.ports.items()},
+            **record.engine_handle,
         },
-        scheduler_state=record.scheduler_state,
         step=step,
         max_steps=planned,
         **timing,
@@ -229,7 +233,7 @@ def _live_runs() -> list[str]:
         if not (directory / "run.json").is_file():
             continue
         record = _refresh(directory)
-        if record.state == "starting" and record.pid is None and record.job_id is None:
+        if record.state == "starting" and record.pid is None and not record.engine_handle:
             # Under the start lock nobody is between preparing and spawning: a server died there.
             record.state, record.ended_at = "failed", time.time()
             record.reason = "the server stopped before it started the training process; start the run again"
@@ -292,12 +296,12 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     return target
 
 
-def _checked_plan(request: RunRequest, recipe: GRPORecipe) -> tuple[GRPORecipe, ProcessEngine, list[str], Any]:
+def _checked_plan(request: RunRequest, recipe: GRPORecipe) -> tuple[GRPORecipe, Engine, list[str], Any]:
     """The plan the run will launch, its engine and the checks' notes (the rehearsal's report for a rehearsal)."""
     if request.rehearse:
         return _rehearsal_plan(request, recipe)
     recipe = on_cpu_processes(recipe, request.processes, request.nodes)  # the request's choice among valid plans
-    engine = engine_for(recipe, request.slurm)
+    engine = engine_for(recipe, request.engine)
     notes = checks.check_target(recipe, request.force, on_this_machine=engine.runs_here)
     notes += checks.check_route(recipe, request.force) + checks.check_tracker(recipe)
     notes += checks.check_cpu_processes(recipe, request.force, on_this_machine=engine.runs_here)
@@ -314,7 +318,7 @@ def _checked_plan(request: RunRequest, recipe: GRPORecipe) -> tuple[GRPORecipe, 
     return recipe, engine, notes, None
 
 
-def _rehearsal_plan(request: RunRequest, recipe: GRPORecipe) -> tuple[GRPORecipe, ProcessEngine, list[str], Any]:
+def _rehearsal_plan(request: RunRequest, recipe: GRPORecipe) -> tuple[GRPORecipe, Engine, list[str], Any]:
     """A GPU recipe's own plan on this machine's CPUs (skill.runs.rehearsal): the plan's engine and world size, the
     substitutions checked against its launch files, the real target's memory verdict reported, not enforced."""
     if request.processes != 1 or request.nodes != 1:
@@ -323,8 +327,9 @@ def _rehearsal_plan(request: RunRequest, recipe: GRPORecipe) -> tuple[GRPORecipe
             "Send processes=1 and nodes=1 (the defaults) with rehearse=true.",
         )
     real = with_sharding(recipe, request.sharding)
-    engine = engine_for(real, request.slurm, rehearsal=True)
-    rehearsed, report = plan_rehearsal(real, request.slurm, engine.name)
+    engine = engine_for(real, request.engine, rehearsal=True)
+    slurm = request.engine if isinstance(request.engine, SlurmSettings) else None
+    rehearsed, report = plan_rehearsal(real, slurm, engine.name)
     notes = [
         f"Rehearsal of {report.plan}.",
         *(f"Substituted {item.what}: {item.why}." for item in report.substitutions),
@@ -354,7 +359,7 @@ def run_grpo(request: RunRequest) -> RunStatus:
     the route decision, the memory estimate, the target machine, the data's columns and
     prompt lengths. A cap on concurrent runs (GRPO_RLVR_MAX_RUNS, default 1) refuses with the running ones.
     The engine follows from the launch plan (skill.runs.engine_choice): one process locally, several under
-    ``accelerate launch`` (with the plan's vLLM server), or a Slurm batch job when ``slurm`` is sent (needed for
+    ``accelerate launch`` (with the plan's vLLM server), or a Slurm batch job for ``engine`` kind slurm (needed for
     several nodes); ``processes`` > 1 (and ``nodes``) lays a CPU recipe out for that many.
     """
     limit = max_runs()
@@ -406,12 +411,11 @@ def _start(request: RunRequest) -> RunStatus:
         _gate_resume(directory, record)
         # "starting" with no pid until the spawn: a concurrent status call must not see the old, dead pid as "running"
         # and mark the run failed between this write and the spawn's.
-        record.state, record.pid, record.process_start_ticks, record.job_id = "starting", None, None, None
-        record.scheduler_state = None
+        record.state, record.pid, record.process_start_ticks, record.engine_handle = "starting", None, None, {}
         record.reason = record.exit_code = record.signal = record.ended_at = record.resume_note = None
         write_record(directory, record)
         try:
-            ENGINES[record.engine].submit(directory, resume=True)  # the same plan, at the same world size
+            engine_named(record.engine).submit(directory, resume=True)  # the same plan, at the same world size
         except SkillError as exc:
             record.state, record.reason, record.ended_at = "failed", str(exc), time.time()
             write_record(directory, record)
@@ -425,7 +429,7 @@ def _start(request: RunRequest) -> RunStatus:
         raise SkillError(f"Run {run_id!r} exists.", "Send another run_id, or resume_run_id to continue it.")
     directory = _prepare(request, request.recipe, run_id)
     try:
-        ENGINES[read_record(directory).engine].submit(directory, resume=False)
+        engine_named(read_record(directory).engine).submit(directory, resume=False)
     except SkillError:  # refused (sbatch): the new run leaves nothing behind
         shutil.rmtree(directory, ignore_errors=True)
         raise
@@ -458,7 +462,7 @@ def cancel_run(run_id: str) -> RunStatus:
         return _status(directory)
     record.state, record.reason, record.ended_at = "cancelled", "cancelled on request", time.time()
     write_record(directory, record)
-    ENGINES[record.engine].cancel(directory, record)
+    engine_named(record.engine).cancel(directory, record)
     stopped = read_record(directory)
     if stopped.state in ("starting", "running"):  # a worker starting up wrote 'running' over it before it stopped
         write_record(directory, record)

@@ -131,8 +131,8 @@ class SlurmEngine(AccelerateEngine):
         if shutil.which("sbatch") is None:
             raise SkillError(
                 "sbatch is not on PATH: this machine is not a Slurm submit host.",
-                "Call run_grpo on a machine that submits to the cluster (a login node), or send no slurm settings "
-                "to run on this machine.",
+                "Call run_grpo on a machine that submits to the cluster (a login node), or send no slurm engine to "
+                "run on this machine.",
             )
         return []
 
@@ -162,16 +162,17 @@ class SlurmEngine(AccelerateEngine):
                 "Fix the slurm settings (partition, account, time_limit, sbatch_options) or the recipe's nodes and "
                 "GPUs per node to what the cluster allows (sinfo; sacctmgr show assoc for limits).",
             )
-        record.job_id = int(done.stdout.strip().split(";")[0])
+        job_id = int(done.stdout.strip().split(";")[0])
+        record.engine_handle = {"job_id": job_id}
         write_record(directory, record)
         try:
-            released = _slurm(["scontrol", "release", str(record.job_id)])
+            released = _slurm(["scontrol", "release", str(job_id)])
         except SchedulerError as exc:
             released = subprocess.CompletedProcess([], 1, "", str(exc))
         if released.returncode != 0:
-            subprocess.run(["scancel", str(record.job_id)], capture_output=True, timeout=SCHEDULER_TIMEOUT_S)
+            subprocess.run(["scancel", str(job_id)], capture_output=True, timeout=SCHEDULER_TIMEOUT_S)
             raise SkillError(
-                f"Slurm held job {record.job_id} and did not release it: {released.stderr.strip()}",
+                f"Slurm held job {job_id} and did not release it: {released.stderr.strip()}",
                 "Check the cluster (scontrol show job), then send again.",
             )
         return record
@@ -180,19 +181,20 @@ class SlurmEngine(AccelerateEngine):
         """run.json, with the scheduler's view of a job still waiting or running (not written: rank 0 writes the
         training state); a job that ended without rank 0 recording an end ends the run with the scheduler's word."""
         record = read_record(directory)
-        if record.state in FINAL_STATES or record.job_id is None:
+        job_id = record.engine_handle.get("job_id")
+        if record.state in FINAL_STATES or job_id is None:
             return record
         try:
-            job = job_info(record.job_id)
+            job = job_info(job_id)
         except SchedulerError as exc:
             record.reason = f"the Slurm controller did not answer ({exc}); run.json says {record.state}"
             return record
         if job is not None and job.state in WAITING:
-            record.scheduler_state = job.state
+            record.engine_handle["scheduler_state"] = job.state
             record.reason = f"Slurm job {job.job_id} is {job.state} (Reason={job.reason})"
             return record
         if job is not None and job.state in ACTIVE:
-            record.scheduler_state = job.state
+            record.engine_handle["scheduler_state"] = job.state
             record.state = "running" if record.state == "starting" else record.state
             return record
         record = read_record(directory)  # rank 0 may have recorded the end since the first read
@@ -202,12 +204,12 @@ class SlurmEngine(AccelerateEngine):
             record.state, record.reason = (
                 "failed",
                 (
-                    f"Slurm no longer knows job {record.job_id} and its rank 0 recorded no end (no accounting to ask); "
+                    f"Slurm no longer knows job {job_id} and its rank 0 recorded no end (no accounting to ask); "
                     "last log lines: " + " | ".join(tail(directory / "train.log", 3))
                 ),
             )
         else:
-            record.scheduler_state = job.state
+            record.engine_handle["scheduler_state"] = job.state
             record.state = "cancelled" if job.state == "CANCELLED" else "failed"
             record.reason = ended_reason(job)
             code = job.exit_code.split(":")
@@ -219,15 +221,16 @@ class SlurmEngine(AccelerateEngine):
 
     def cancel(self, directory: Path, record: RunRecord) -> None:
         """scancel, then wait until the job has left every node (its processes are gone)."""
-        if record.job_id is None:
+        job_id = record.engine_handle.get("job_id")
+        if job_id is None:
             return
         try:
-            _slurm(["scancel", str(record.job_id)])
+            _slurm(["scancel", str(job_id)])
             deadline = time.time() + CANCEL_WAIT_S
-            while time.time() < deadline and job_on_nodes(record.job_id):
+            while time.time() < deadline and job_on_nodes(job_id):
                 time.sleep(0.5)
         except SchedulerError as exc:
             raise SkillError(
                 f"Run {record.run_id} is marked cancelled, but Slurm did not answer: {exc}.",
-                f"Cancel job {record.job_id} with scancel once the controller answers.",
+                f"Cancel job {job_id} with scancel once the controller answers.",
             ) from None

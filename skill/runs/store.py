@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from skill.errors import SkillError
 from skill.state import exclusive_lock, state_dir, validate_identifier, write_atomically
@@ -48,10 +48,30 @@ class RunRecord(BaseModel):
         default="local", description="What runs the trainers: local | accelerate | slurm (skill.runs.engine_choice)."
     )
     ports: dict[str, int] = Field(default_factory=dict, description="Ports picked for this attempt, by role.")
-    job_id: int | None = Field(default=None, description="The Slurm job of this attempt (the slurm engine).")
-    scheduler_state: str | None = Field(default=None, description="Slurm's JobState for the job, as last read.")
+    engine_handle: dict[str, Any] = Field(
+        default_factory=dict,
+        description="How the engine finds this attempt again, read by that engine only (the slurm engine: job_id, "
+        "and the scheduler_state it last read).",
+    )
     command: list[str] = Field(default_factory=list, description="The launcher's command line.")
     resume_note: str | None = Field(default=None, description="How the last resume went (the worker says).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slurm_fields_into_the_handle(cls, data: Any) -> Any:
+        """A run.json written before the engine handle kept the Slurm job in fields of its own: they move into it,
+        so those runs still report their status, resume and cancel.
+
+        >>> old = {"run_id": "r", "engine": "slurm", "job_id": 41, "scheduler_state": None}
+        >>> RunRecord.model_validate(old).engine_handle
+        {'job_id': 41}
+        """
+        if not isinstance(data, dict) or not {"job_id", "scheduler_state"} & set(data):
+            return data
+        data = dict(data)
+        moved = {key: data.pop(key, None) for key in ("job_id", "scheduler_state")}
+        data["engine_handle"] = {**{k: v for k, v in moved.items() if v is not None}, **data.get("engine_handle", {})}
+        return data
 
 
 def validate_run_id(run_id: str) -> str:
