@@ -72,10 +72,11 @@ def test_the_default_interval_follows_run_length_and_hardware():
     demo = plan.grpo_kwargs({"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}, world_size=1)
     assert demo["per_device_eval_batch_size"] == 16  # 32 completions in 2 generate calls, as 2 training steps
     assert plan.grpo_kwargs({"per_device_train_batch_size": 64}, world_size=1)["per_device_eval_batch_size"] == 32
-    # A CPU generates up to 64 at once (faster per completion); 20 prompts x 8 then take 3 batches, not 10.
+    # A CPU generates up to 64 at once (faster per completion); 20 prompts x 8 then take 4 equal batches of 40, not
+    # 8 + 8 + 4 prompts (TRL's mean of batch means would weigh the last 4 prompts as a third of the score), nor 10.
     wide = EvaluationPlan(every_steps=5, prompts=20, generations=8)
     cpu = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "use_cpu": True}
-    assert wide.grpo_kwargs(cpu, 1)["per_device_eval_batch_size"] == 64
+    assert wide.grpo_kwargs(cpu, 1)["per_device_eval_batch_size"] == 40
     assert plan.grpo_kwargs(cpu, 1)["per_device_eval_batch_size"] == 32  # at most the whole sample
     assert EvaluationPlan(every_steps=0).grpo_kwargs({}, 1) == {}
 

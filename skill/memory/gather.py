@@ -12,7 +12,8 @@ Read from TRL 1.16 (``trl/generation/vllm_generation.py``, ``trl/distributed.py`
   parameters twice (once for their names and shapes, once to send them), one gather after the other.
   Without PEFT each parameter is gathered alone; under FSDP2 each parameter is
   materialised alone (``full_tensor()``), PEFT or not (PEFT's merge then runs on the sharded parameters, which
-  TRL's own comment leaves open: "TODO: does this work with FSDP?"; not verified here).
+  TRL's own comment leaves open, "TODO: does this work with FSDP?": it does, exactly, tests/target/
+  test_fsdp_lora_sync.py).
 - Generation without vLLM under ZeRO-3 (``unwrap_model_for_generation``): ``GatheredParameters`` over every
   parameter unless ``ds3_gather_for_generation=False``, the GRPOConfig field that makes generation fetch
   the layers one at a time instead (TRL: slower, and "not compatible with vLLM generation").

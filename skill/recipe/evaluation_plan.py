@@ -55,18 +55,22 @@ class EvaluationPlan(BaseModel):
 
         accelerate's eval dataloader (``even_batches``) pads the last global batch with repeated samples, and TRL
         gathers the rewards with ``gather``, not ``gather_for_metrics``: a sample that is not a whole number of global
-        batches counts some prompts twice (32 prompts on 7 trainers: 3 of them). So the sample is the largest multiple
-        of one global batch (``world_size`` x the per-device prompts) within ``prompts`` and ``available`` (one
-        process leaves a short last batch short); the
-        per-device batch is at most the training generation batch (what training already generates at once;
-        evaluation keeps no gradients), or CPU_EVAL_BATCH on a CPU when that is larger. (0, 1): fewer held-out
-        prompts than trainers, no evaluation.
+        batches counts some prompts twice (32 prompts on 7 trainers: 3 of them). And TRL's logged mean is the mean of
+        its batches' means (``GRPOTrainer.log``), so a short last batch weighs as much as a full one, one process
+        too (20 prompts in batches of 8, 8 and 4: the last 4 count for a third). So the sample is the largest
+        multiple of one global batch (``world_size`` x the per-device prompts) within ``prompts`` and ``available``:
+        equal batches, none padded. The per-device batch is at most the training generation batch (what training
+        already generates at once; evaluation keeps no gradients), or CPU_EVAL_BATCH on a CPU when that is larger;
+        among batch sizes that keep as many prompts, the largest. (0, 1): fewer held-out prompts than trainers, no
+        evaluation.
 
         >>> plan = EvaluationPlan(every_steps=5, prompts=32, generations=4)
         >>> plan.even_split({"per_device_train_batch_size": 8, "steps_per_generation": 4}, 7, 100)
         (28, 4)
         >>> plan.even_split({"per_device_train_batch_size": 8}, 1, 100), plan.even_split({}, 15, 10)
         ((32, 2), (0, 1))
+        >>> EvaluationPlan(every_steps=5, prompts=20, generations=8).even_split({"use_cpu": True}, 1, 100)
+        (20, 5)
         """
         per_device = int(trl.get("per_device_train_batch_size") or 8)
         per_generation = int(trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps") or 1)
@@ -74,8 +78,6 @@ class EvaluationPlan(BaseModel):
         sequences = max(generated, CPU_EVAL_BATCH) if trl.get("use_cpu") else generated
         prompts, world = min(self.prompts, available), max(1, world_size)
         most = max(1, sequences // self.generations)
-        if world == 1:  # one process: a short last batch is left short, nothing is padded
-            return prompts, max(1, min(most, prompts))
         best = (0, 1)
         for per_batch in range(1, most + 1):
             kept = prompts // (world * per_batch) * world * per_batch
