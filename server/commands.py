@@ -349,14 +349,11 @@ def command_run(args: argparse.Namespace) -> None:
         try:
             slurm = json.loads(text)
         except json.JSONDecodeError as exc:
-            slurm = None
-            problem = str(exc)
-        else:
-            problem = "" if isinstance(slurm, dict) else f"it is a JSON {type(slurm).__name__}"
-        if problem:
             raise SkillError(
-                f"--slurm is neither a JSON object nor a file of one ({problem}).", "Send e.g. --slurm '{}'."
-            )
+                f"--slurm is neither a JSON object nor a file of one ({exc}).", "Send e.g. --slurm '{}'."
+            ) from None
+        if not isinstance(slurm, dict):
+            raise SkillError(f"--slurm is {text.strip()[:60]!r}, not a JSON object.", "Send e.g. --slurm '{}'.")
         engine = {**slurm, "kind": "slurm"}
     request = RunRequest(
         recipe=recipe,

@@ -59,9 +59,8 @@ def _changed_groups(real: str, rehearsed: str) -> list[list[str]]:
 
 @pytest.mark.parametrize("plan", sorted(PLANS))
 def test_a_rehearsal_differs_from_the_plan_only_by_its_listed_substitutions(plan):
-    model, gpu, gpus, nodes, method, overrides = PLANS[plan][:5] + (dict(PLANS[plan][5]),)
-    sharding = overrides.pop("sharding", None)
-    real = with_sharding(gpu_recipe(model, gpu, gpus, nodes, method, report_to="none", **overrides), sharding)
+    model, gpu, gpus, nodes, method, overrides = PLANS[plan]
+    real = with_sharding(gpu_recipe(model, gpu, gpus, nodes, method, report_to="none", **overrides))
     rehearsed, substitutions = rehearsed_recipe(real)
     listed = {field for item in substitutions for field in item.fields}
     changed = {key for key in set(real.trl) | set(rehearsed.trl) if real.trl.get(key) != rehearsed.trl.get(key)}

@@ -92,39 +92,9 @@ def gathered_digest(model: Any) -> dict[str, Any]:
     return {**parameter_digest(model), "local_count": local}
 
 
-class HeldOutTally:
-    """How many times this rank's reward scored each held-out prompt: a reward function wrapped to count, so a
-    rehearsal shows every held-out prompt scored exactly ``num_generations`` times per evaluation across the ranks
-    (a padded or repeated sample would show as a higher count). Scores pass through unchanged.
-
-    >>> tally = HeldOutTally([{"prompt": "a"}, {"prompt": "b"}])
-    >>> def exact(prompts, completions, **kwargs):
-    ...     return [1.0 for _ in completions]
-    >>> counting = tally.counting(exact)
-    >>> counting(prompts=["a", "a", "c"], completions=["1", "2", "3"]), counting.__name__, tally.counts
-    ([1.0, 1.0, 1.0], 'exact', [2, 0])
-    """
-
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
-        self.index = {json.dumps(row["prompt"], sort_keys=True): number for number, row in enumerate(rows)}
-        self.counts = [0] * len(rows)
-
-    def counting(self, reward: Any) -> Any:
-        import functools
-
-        @functools.wraps(reward)
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            for prompt in kwargs.get("prompts") or []:
-                number = self.index.get(json.dumps(prompt, sort_keys=True))
-                if number is not None:
-                    self.counts[number] += 1
-            return reward(*args, **kwargs)
-
-        return counted
-
-
-def dump_rank_state(trainer: Any, held_out: HeldOutTally | None = None) -> None:
-    """With GRPO_RLVR_DUMP_RANK_STATE=DIR, this rank's parameter digest and the batch values TRL built in it."""
+def dump_rank_state(trainer: Any, held_out_scored: list[int] | None = None) -> None:
+    """With GRPO_RLVR_DUMP_RANK_STATE=DIR, this rank's parameter digest and the batch values TRL built in it, with
+    how many completions of each held-out prompt it scored (``runs.rehearsal.HeldOutTally``)."""
     dump = os.environ.get(DUMP_RANK_STATE_ENV)
     if not dump:
         return
@@ -145,6 +115,6 @@ def dump_rank_state(trainer: Any, held_out: HeldOutTally | None = None) -> None:
         "gradient_accumulation_steps": args.gradient_accumulation_steps,
         "per_device_train_batch_size": args.per_device_train_batch_size,
         "reference_sha256": reference_digest["sha256"] if reference_digest else None,
-        "held_out_scored": held_out.counts if held_out is not None else None,
+        "held_out_scored": held_out_scored,
     }
     (Path(dump) / f"rank-{rank()}.json").write_text(json.dumps({**where, **digest}, default=str))

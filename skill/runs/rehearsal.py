@@ -44,6 +44,7 @@ from skill.recipe.launch import launch_files
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, SLURM_SCRIPT, uses_vllm_server
 from skill.recipe.schema import GRPORecipe, describe_hardware
 from skill.recipe.slurm_script import SlurmSettings, slurm_script
+from skill.runs.checks import prompt_key
 from skill.runs.rank_state import DUMP_RANK_STATE_ENV
 from skill.state import state_dir
 
@@ -395,10 +396,15 @@ def held_out_line(recipe: GRPORecipe, held_out: int) -> str | None:
     return f"{kept} held-out prompts x {plan.generations} completions, each scored once ({kept * plan.generations})"
 
 
+def is_rehearsal(directory: Path) -> bool:
+    """Whether the run directory holds a rehearsal (its report, written before the first start)."""
+    return (directory / REHEARSAL_FILE).is_file()
+
+
 def rehearsal_environment(directory: Path) -> dict[str, str]:
     """The environment a rehearsal's launcher gives every rank: DeepSpeed's CPU accelerator, and where each rank
     reports itself ({} for a run that is no rehearsal)."""
-    if not (directory / REHEARSAL_FILE).is_file():
+    if not is_rehearsal(directory):
         return {}
     return {"DS_ACCELERATOR": "cpu", DUMP_RANK_STATE_ENV: str(directory / RANKS_DIR)}
 
@@ -409,10 +415,9 @@ def write_report(directory: Path, report: RehearsalReport) -> None:
 
 def read_report(directory: Path) -> RehearsalReport | None:
     """The rehearsal's report with the ranks that have reported (None for a run that is no rehearsal)."""
-    path = directory / REHEARSAL_FILE
-    if not path.is_file():
+    if not is_rehearsal(directory):
         return None
-    report = RehearsalReport.model_validate_json(path.read_text())
+    report = RehearsalReport.model_validate_json((directory / REHEARSAL_FILE).read_text())
     ranks = []
     for file in sorted((directory / RANKS_DIR).glob("rank-*.json")):
         state = json.loads(file.read_text())
@@ -443,7 +448,7 @@ def install_server_sync_replacement(directory: Path, recipe: GRPORecipe) -> bool
     """In a rehearsal of a server plan, TRL's weight sync into the server (NCCL, CUDA only) walks the parameters on
     every rank, as the real sync does (ZeRO-3's gathers are collectives), and sends none. Before GRPOTrainer is built:
     it opens the NCCL group in its constructor."""
-    if not (directory / REHEARSAL_FILE).is_file() or not uses_vllm_server(recipe) or not recipe.trl.get("use_vllm"):
+    if not is_rehearsal(directory) or not uses_vllm_server(recipe) or not recipe.trl.get("use_vllm"):
         return False
     from trl.generation.vllm_client import VLLMClient
 
@@ -465,13 +470,49 @@ def install_server_sync_replacement(directory: Path, recipe: GRPORecipe) -> bool
     return True
 
 
+class HeldOutTally:
+    """How many times this rank's reward scored each held-out prompt: a reward function wrapped to count, so a
+    rehearsal shows every held-out prompt scored exactly ``num_generations`` times per evaluation across the ranks
+    (a padded or repeated sample would show as a higher count). Scores pass through unchanged.
+
+    >>> tally = HeldOutTally([{"prompt": "a"}, {"prompt": "b"}])
+    >>> def exact(prompts, completions, **kwargs):
+    ...     return [1.0 for _ in completions]
+    >>> counting = tally.counting(exact)
+    >>> counting(prompts=["a", "a", "c"], completions=["1", "2", "3"]), counting.__name__, tally.counts
+    ([1.0, 1.0, 1.0], 'exact', [2, 0])
+    """
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.index = {prompt_key(row["prompt"]): number for number, row in enumerate(rows)}
+        self.counts = [0] * len(rows)
+
+    def counting(self, reward: Any) -> Any:
+        import functools
+
+        @functools.wraps(reward)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            for prompt in kwargs.get("prompts") or []:
+                number = self.index.get(prompt_key(prompt))
+                if number is not None:
+                    self.counts[number] += 1
+            return reward(*args, **kwargs)
+
+        return counted
+
+
+def held_out_tally(directory: Path, rows: list[dict[str, Any]]) -> HeldOutTally | None:
+    """The count a rehearsal keeps of its held-out prompts (None for a run that is no rehearsal, or scores none)."""
+    return HeldOutTally(rows) if is_rehearsal(directory) and rows else None
+
+
 def install_fsdp_on_cpu(directory: Path, recipe: GRPORecipe) -> bool:
     """In a rehearsal of an FSDP2 plan, accelerate applies FSDP on CPU: it selects FSDP only for a GPU world (on CPU
     its distributed type stays MULTI_CPU and the plan's FSDP config is ignored), while torch's fully_shard runs on CPU
     over gloo. Once the Accelerator's state is built with the FSDP plugin the launcher configured, its type becomes
     FSDP; the rest (fully_shard per layer, TRL's reference preparation, the gathered save) is accelerate's and TRL's
     own code. Before GRPOTrainer is built."""
-    if not (directory / REHEARSAL_FILE).is_file() or recipe.launch.sharding != "fsdp2":
+    if not is_rehearsal(directory) or recipe.launch.sharding != "fsdp2":
         return False
     from accelerate.state import AcceleratorState, PartialState
     from accelerate.utils import DistributedType

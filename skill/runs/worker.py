@@ -50,8 +50,8 @@ from skill.runs import checkpoint_request
 from skill.runs.held_out import held_out_scores, is_evaluation, score_evaluation, summary_line
 from skill.runs.model_card import model_card
 from skill.runs.plots import plot_reward_curve
-from skill.runs.rank_state import DUMP_RANK_STATE_ENV, HeldOutTally, dump_rank_state, rank
-from skill.runs.rehearsal import install_fsdp_on_cpu, install_server_sync_replacement
+from skill.runs.rank_state import dump_rank_state, rank
+from skill.runs.rehearsal import held_out_tally, install_fsdp_on_cpu, install_server_sync_replacement
 from skill.runs.store import (
     METRICS_HEADER,
     append_jsonl,
@@ -301,8 +301,8 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         check_vllm_server(run_dir, recipe, rows[0]["prompt"], kwargs)
     # the dataset's columns: a user reward requiring one the data lacks is refused now, not NaN every step
     rewards = build_reward_functions(recipe.rewards, columns=set(rows[0]) if rows else None)
-    tally = HeldOutTally(evaluation_rows) if os.environ.get(DUMP_RANK_STATE_ENV) and evaluation_rows else None
-    if tally is not None:  # a rehearsal counts how often each held-out prompt is scored
+    tally = held_out_tally(run_dir, evaluation_rows)  # a rehearsal counts how often each held-out prompt is scored
+    if tally is not None:
         rewards[0] = tally.counting(rewards[0])
     trainer = GRPOTrainer(
         model=resolve_model_path(recipe.model.name),
@@ -317,7 +317,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     callback.trainer = trainer
     _prepare_vllm(trainer, run_dir, writer)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    dump_rank_state(trainer, tally)
+    dump_rank_state(trainer, tally.counts if tally is not None else None)
     final = run_dir / "final"
     trainer.save_model(str(final))  # every rank calls it (sharded engines gather); only rank 0 writes
     if not writer:
