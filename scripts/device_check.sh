@@ -4,9 +4,10 @@
 # On a machine with a CUDA GPU, torch, transformers and peft (no trl, no datasets, no network):
 #   bash scripts/device_check.sh
 # after `make device-wheels` filled wheels/ (CPython 3.12, manylinux x86_64) and .device/tokenizer here and both
-# travelled with the checkout. Results go to $OUT (or .device/): gpu.txt, gpu_memory.log, gpu_memory.json;
-# gpu_run.json, gpu_run.log; commit a dated copy under bench/results/. Arguments are passed to scripts/gpu_memory_check.py, so the same
-# flow runs end to end on a CPU (tests/target/test_device_check.py):
+# travelled with the checkout. Results go to $OUT (or .device/): gpu.txt, gpu_memory.log, gpu_memory.json,
+# gpu_run.json, gpu_run.log; commit a dated copy under bench/results/. Arguments are passed to
+# scripts/gpu_memory_check.py and scripts/gpu_run_check.py, so the same flow runs end to end on a CPU
+# (tests/target/test_device_check.py):
 #   PYTHON=.venv-target/bin/python DEVICE_TOKENIZER=<dir> bash scripts/device_check.sh --device cpu --tiny
 set -euo pipefail
 cd "$(dirname "$0")/.."
