@@ -24,6 +24,7 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
+@pytest.mark.host_memory(3)
 def test_the_device_check_runs_end_to_end_on_cpu_under_the_target_transformers(tmp_path):
     from transformers import AutoTokenizer
     from trl import GRPOConfig

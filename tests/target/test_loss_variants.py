@@ -23,6 +23,7 @@ STEPS = 2
 
 
 @pytest.mark.slow
+@pytest.mark.host_memory(5)
 @pytest.mark.parametrize("variant", sorted(LOSS_METRICS))
 def test_each_loss_variant_trains_two_steps_on_colocated_vllm(variant, vllm_model_dir, tmp_path):
     import torch

@@ -41,7 +41,10 @@ def rehearse(run_id: str, tmp_path, model: str, gpu: str, gpus: int, method: str
     started = time.time()
     run_grpo(RunRequest(recipe=recipe, run_id=run_id, rehearse=True))
     status = run_status(run_id, wait_seconds=900)
-    assert status.state == "succeeded", "\n".join(run_logs(run_id, 2000).lines[-80:])
+    if status.state != "succeeded":  # the first error of any rank, then how the run ended
+        lines = run_logs(run_id, 5000).lines
+        errors = [line for line in lines if "Error" in line or "error:" in line or "Traceback" in line][:20]
+        raise AssertionError("\n".join([*errors, "...", *lines[-60:]]))
     print(f"\n{run_id}: rehearsed in {time.time() - started:.0f} s")
     return recipe, status, run_dir(run_id)
 
@@ -81,6 +84,7 @@ def check_common(recipe, status, directory, world: int) -> dict:
     return substituted
 
 
+@pytest.mark.host_memory(5)
 def test_one_h100_lora_with_colocated_vllm(tmp_path):
     recipe, status, directory = rehearse("h100-lora", tmp_path, "Qwen/Qwen2.5-1.5B-Instruct", "H100", 1, "lora")
     assert recipe.trl["vllm_mode"] == "colocate" and status.engine == "local"
@@ -89,6 +93,7 @@ def test_one_h100_lora_with_colocated_vllm(tmp_path):
     assert (directory / "final" / "adapter_config.json").is_file()
 
 
+@pytest.mark.host_memory(13)
 def test_eight_h100_full_zero3_with_a_vllm_server(tmp_path):
     """The flagship: 7 trainers under DeepSpeed ZeRO-3 (on its CPU accelerator, gloo) and the real trl vllm-serve on
     the plan's port; TRL's NCCL weight sync into the server is the one step replaced."""
@@ -103,6 +108,7 @@ def test_eight_h100_full_zero3_with_a_vllm_server(tmp_path):
     assert "vLLM server healthy" in log and '"server_prompt_ids_match": true' in log
 
 
+@pytest.mark.host_memory(14)
 def test_eight_h100_full_fsdp2_with_a_reference_model(tmp_path):
     """FSDP2 with beta > 0: accelerate's own fully_shard on every trainer (applied on CPU by the listed shim), the
     parameters really sharded, and the reference model TRL builds apart equal to the weights on disk on every rank."""
@@ -124,6 +130,7 @@ def test_eight_h100_full_fsdp2_with_a_reference_model(tmp_path):
     assert {rank.reference_sha256 for rank in ranks} == {on_disk}  # the reference: the source weights, every rank
 
 
+@pytest.mark.host_memory(3)
 def test_one_rtx_4090_qlora(tmp_path):
     recipe, status, directory = rehearse("rtx4090-qlora", tmp_path, "Qwen/Qwen2.5-7B-Instruct", "RTX 4090", 1, "qlora")
     assert recipe.peft.quantize_4bit and recipe.trl["use_vllm"] is False

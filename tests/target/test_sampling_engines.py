@@ -11,6 +11,7 @@ CPU in the weights' float32; measured here: 0.125, 0.055-0.102 and 0.109 of 128 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import socket
@@ -42,6 +43,17 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def engine_released():
+    """The in-process vLLM engine the probes build is cached for the process (``load_engine``): released after this
+    module, else the worker carries its ~4 GiB (KV cache and engine processes) into every later test."""
+    yield
+    from skill.sampling.vllm_engine import load_engine
+
+    load_engine.cache_clear()
+    gc.collect()
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +137,7 @@ def flow(model: str, engine: SamplingEngine) -> tuple[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.host_memory(11)
 def test_three_engines_sample_the_same_skill_and_name_themselves(served, vllm_model_dir):
     import vllm
 

@@ -88,6 +88,7 @@ def test_a_lora_model_reaches_vllm_merged_under_the_base_models_names(vllm_model
 
 
 @pytest.mark.slow
+@pytest.mark.host_memory(5)
 def test_the_runner_trains_with_colocated_vllm_and_the_synced_weights_reach_it(vllm_model_dir, tmp_path, monkeypatch):
     pass_inspection()
     recipe = vllm_recipe(vllm_model_dir, addition_file(tmp_path), STEPS)

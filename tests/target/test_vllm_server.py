@@ -81,6 +81,7 @@ def trl_vllm_serve(model_dir: Path, log: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.host_memory(5)
 def test_trl_vllm_serve_generates_for_trls_client(vllm_model_dir, tmp_path):
     from transformers import AutoTokenizer
     from trl.generation.vllm_client import VLLMClient
@@ -156,6 +157,7 @@ def test_a_cpu_recipe_against_a_vllm_server_is_refused_unless_forced(vllm_model_
 
 
 @pytest.mark.slow
+@pytest.mark.host_memory(5)
 def test_the_runner_starts_the_server_checks_it_through_trls_client_and_tears_it_down(vllm_model_dir, tmp_path):
     started = time.time()
     directory = server_run(vllm_model_dir, tmp_path, "server-run")
