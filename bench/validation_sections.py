@@ -1,7 +1,7 @@
 """The parts of bench/RESULTS.md that check a judgment or a guarantee rather than a speed: reward grading on
 crafted and loaded inputs, memory verdicts against published reports, run health against labelled series, the
-soak of servers under concurrent clients and faults, the MCP flow an agent sees, and the completion budget on
-completions its probe never saw.
+soak of servers under concurrent clients and faults, the MCP flow an agent sees, the completion budget on
+completions its probe never saw, and the blind read's rule on simulated readers.
 
 bench/run_all.py measures them (``validation_benchmarks``) and renders them after the speed table (``render_sections``).
 """
@@ -56,6 +56,7 @@ def validation_benchmarks(quick: bool) -> dict[str, tuple[str, Callable[[], Any]
         "agent_flow": ("agent flow", lambda: _bench_module("agent_flow").measure()),
         "soak": ("soak", lambda: _bench_module("soak").run(60 if quick else 300)),
         "completion_budget": ("completion budget", lambda: _bench_module("completion_budget").measure(quick)),
+        "blind_read_rule": ("blind read rule", lambda: _bench_module("blind_read_rule").measure(quick)),
     }
 
 
@@ -216,6 +217,19 @@ def _completion_budget_lines(outcome: dict) -> list[str]:
     return lines
 
 
+def _blind_read_lines(outcome: dict) -> list[str]:
+    lines = ["", "## The blind read's rule on simulated readers and non-readers", ""]
+    if not outcome.get("ok"):
+        return lines + [f"Not measured ({outcome.get('error', 'skipped')})."]
+    return lines + [
+        "`bench/blind_read_rule.py`: reads simulated with the shipped draw and rule (nothing fitted): a reader "
+        "misreads each sample at the misread rate and amends every misread; a non-reading strategy amends every "
+        "disagreement. Blocked means blocked for good (a failed report is final).",
+        "",
+        *_bench_module("blind_read_rule").markdown(outcome["result"]),
+    ]
+
+
 def render_sections(results: dict) -> list[str]:
     """The Markdown after the speed table; a section re-measured after the full run (``--only``) says when."""
     lines = [""]
@@ -228,6 +242,7 @@ def render_sections(results: dict) -> list[str]:
         ("agent_flow", _agent_flow_lines),
         ("soak", _soak_lines),
         ("completion_budget", _completion_budget_lines),
+        ("blind_read_rule", _blind_read_lines),
     ):
         outcome = results.get(key, {})
         section = render(outcome)

@@ -16,6 +16,7 @@ from server.http_transport import DEFAULT_HOST, DEFAULT_PORT
 from server.mcp_server import serve_http, serve_stdio
 from skill.demo.pipeline import demo_recipe_request, run_demo
 from skill.errors import SkillError
+from skill.inspection.agreement import summarize
 from skill.inspection.gate import record_review
 from skill.inspection.reports import load_report
 from skill.inspection.run import inspect_rewards
@@ -278,8 +279,7 @@ def _print_review(report: Any) -> None:
     print(f"{report.id}: verdict {report.verdict}")
     if report.review is not None:
         for agree in report.review.agreement:
-            kappa = "-" if agree.kappa is None else f"{agree.kappa:.2f}"
-            print(f"  {agree.reward}: kappa {kappa} against your first labels, on {agree.samples} samples")
+            print(f"  {summarize(agree)}")
     for reason in report.verdict_reasons:
         print(f"  - {reason}")
 

@@ -19,7 +19,7 @@ from mcp.types import ToolAnnotations
 from pydantic import ConfigDict, Field
 
 from server.tool_calls import as_tool_errors, progress_reporter, until_cancelled
-from skill.inspection.agreement import GATE_RULE
+from skill.inspection.agreement import GATE_FINAL, GATE_RULE
 from skill.inspection.digest import inspection_digest, review_outcome, sample_page
 from skill.inspection.gate import record_review
 from skill.inspection.reports import load_report
@@ -69,7 +69,7 @@ def _tool(
 
 def _quoting_the_gate_rule(function: Callable[..., T]) -> Callable[..., T]:
     """The gate's rule, stated once (skill.inspection.agreement.GATE_RULE), where the reader meets it."""
-    function.__doc__ = (function.__doc__ or "").replace("{rule}", GATE_RULE)
+    function.__doc__ = (function.__doc__ or "").replace("{rule}", GATE_RULE).replace("{final}", GATE_FINAL)
     return function
 
 
@@ -166,8 +166,8 @@ async def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> Insp
     Samples: route_decision_id, your `samples`, `samples_of` (an earlier inspection's: after a reward fix its
     labels are re-scored) or `generate` (with progress; cancelling stops it).
 
-    Returns statistics, flags (blocking ones say what to change), hacked probes and the first page of samples,
-    blind until labelled. Report: grpo://inspections/{id}.
+    Returns flags (blocking ones say what to change), hacked probes and the first page of samples, blind: scores
+    and statistics stay sealed until your labels. Report: grpo://inspections/{id}.
 
     Next: read every sample (inspection_samples from next_offset), label it with record_review.
     """
@@ -212,14 +212,14 @@ def inspection_samples_tool(
 )
 @_quoting_the_gate_rule
 def record_review_tool(request: ReviewRequest) -> ReviewOutcome:
-    """Record your blind labels (your own judgment, before any score), then amendments of misreads; decides the gate.
+    """Record your blind labels (your own judgment), then amendments of misreads; decides the gate.
 
-    {rule}
+    {rule} {final}
 
-    Returns the verdict, each disagreement (reward said X, you said Y) and kappa. accept_unread with a reason
-    opens the gate as 'reward not reviewed' instead.
+    Returns the verdict, each disagreement (reward said X, you said Y) and each reward's agreement. accept_unread
+    with a reason opens the gate as 'reward not reviewed' instead.
 
-    Next: fix a disagreeing reward and inspect_rewards with samples_of, or amend a misread; then emit_grpo_config.
+    Next: emit_grpo_config once it passed.
     """
 
     return review_outcome(record_review(request))
@@ -299,8 +299,8 @@ def run_status_tool(
         ),
     ] = 0.0,
 ) -> RunStatus:
-    """Where a run stands. Returns state, step, ETA, last metrics, held-out pass@1 with its 95% interval (before the
-    first step and after the last, on prompts never trained on), health warnings with the variant to apply.
+    """Where a run stands. Returns state, step, ETA, last metrics, held-out pass@1 with its 95% interval (on prompts
+    never trained on), health warnings with the variant to apply.
 
     Next: on a health warning, re-emit with symptoms=[...]; on failure, run_logs. All metrics: resource
     grpo://runs/{run_id}/metrics.
@@ -319,7 +319,7 @@ def run_logs_tool(
 ) -> RunLogs:
     """The last lines of a run's train.log: progress lines, warnings, and the traceback if it failed.
 
-    Call it when run_status reports a failure or something odd. Returns the lines, oldest first.
+    Call it on a failure or something odd. Returns the lines, oldest first.
     """
     return jobs.run_logs(run_id, lines)
 

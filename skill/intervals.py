@@ -4,7 +4,9 @@ blind labels and a reward; a judge and a person).
 
 Wilson's score interval, because these rates are often near 0 or 1 on small samples, where the normal
 interval leaves [0, 1] or collapses to a point (0 successes in 20 give 0 +- 0). Cohen's kappa, because raw
-agreement rewards a labeller who says the majority class every time (kappa gives it 0).
+agreement rewards a labeller who says the majority class every time (kappa gives it 0). Fisher's exact test,
+because whether two judgments agree beyond chance must hold at 6 passes in 60 as at 30, where kappa punishes two
+misreads of a rare outcome as hard as twenty of a common one.
 """
 
 from __future__ import annotations
@@ -48,3 +50,25 @@ def cohen_kappa(first: list[bool], second: list[bool]) -> float | None:
     p_first, p_second = sum(first) / n, sum(second) / n
     expected = p_first * p_second + (1 - p_first) * (1 - p_second)
     return None if expected >= 1 else (observed - expected) / (1 - expected)
+
+
+def fisher_agreement_p(first: list[bool], second: list[bool]) -> float:
+    """Fisher's exact test, one-sided: the probability that judgments unrelated to each other, with the same
+    numbers of passes, agree on at least as many passes as these (hypergeometric tail). Near 0: related; 1 when
+    either judgment is constant, since then agreement tells nothing.
+
+    >>> round(fisher_agreement_p([True] * 6 + [False] * 54, [True] * 4 + [False] * 56), 6)  # 2 passes missed
+    3.1e-05
+    >>> fisher_agreement_p([True, False] * 30, [False] * 60)
+    1.0
+    """
+    n = len(first)
+    if n == 0 or n != len(second):
+        raise ValueError(f"two judgments of the same items are needed (got {len(first)} and {len(second)})")
+    passes_first, passes_second = sum(first), sum(second)
+    both = sum(a and b for a, b in zip(first, second, strict=True))
+    top = min(passes_first, passes_second)
+    tail = sum(
+        math.comb(passes_first, k) * math.comb(n - passes_first, passes_second - k) for k in range(both, top + 1)
+    )
+    return min(1.0, tail / math.comb(n, passes_second))

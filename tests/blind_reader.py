@@ -12,6 +12,8 @@ completion is just the answer (``bare``), or the structure named by ``form`` (``
 
 from __future__ import annotations
 
+import itertools
+import os
 import random
 import re
 from typing import Any
@@ -120,10 +122,13 @@ def pass_review(
     return result
 
 
-def addition_samples(count: int = 60, seed: int = 0) -> list[dict[str, Any]]:
-    """Addition questions answered with the bare sum, a bare wrong sum or no answer, in turn (seeded: the same
-    samples each call; a read of them is carried into any later inspection of the same samples)."""
-    rng = random.Random(seed)
+_FRESH = itertools.count(1)
+
+
+def addition_samples(count: int = 60, seed: int | None = None) -> list[dict[str, Any]]:
+    """Addition questions answered with the bare sum, a bare wrong sum or no answer, in turn. Without a seed, each
+    call gives samples no earlier call gave: a sample revealed once on a state root never counts blind again."""
+    rng = random.Random(seed if seed is not None else f"fresh-{os.getpid()}-{next(_FRESH)}")
     samples = []
     for index in range(count):
         a, b = rng.randint(10, 999), rng.randint(10, 999)

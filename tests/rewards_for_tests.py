@@ -42,3 +42,25 @@ def by_mode(prompts, completions, mode, **kwargs) -> list[float]:
 def always_raises(prompts, completions, **kwargs):
     """A broken user reward: training must survive it."""
     raise RuntimeError("this reward is broken")
+
+
+SENTINEL_PASS, SENTINEL_FAIL = 0.7316, 0.2184  # figures no other part of a report would hold
+
+
+def sentinel(prompts, completions, **kwargs) -> list[float]:
+    """A sentinel for the seal: 0.7316 for a completion 'SENT-<n>-A', 0.2184 for 'SENT-<n>-B', 0 for anything
+    else (so the hack probes, made-up completions, score 0 and beat nothing)."""
+    scores = []
+    for completion in completions:
+        found = re.fullmatch(r"SENT-\d+-([AB])", _text(completion))
+        scores.append(0.0 if found is None else SENTINEL_PASS if found.group(1) == "A" else SENTINEL_FAIL)
+    return scores
+
+
+def _sentinel_answer(completion: str) -> str | None:
+    """What the sentinel 'extracts': a token found nowhere else."""
+    found = re.fullmatch(r"SENT-(\d+)-[AB]", completion)
+    return None if found is None else f"xtrct{int(found.group(1)) * 7919}q"
+
+
+sentinel.extract = _sentinel_answer  # type: ignore[attr-defined]

@@ -25,6 +25,7 @@ from test_runs import wait as wait_for
 from skill.data import addition_rows
 from skill.errors import SkillError
 from skill.inspection.gate import NOT_REVIEWED, GateClosed, open_gate, record_review
+from skill.inspection.reports import load_report
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
 from skill.rewards.fingerprint import reward_fingerprint
@@ -128,11 +129,11 @@ def test_3_inspection_scores_the_code_on_disk_not_a_module_the_server_imported(r
     write(reward_dir / "stale_reward.py", SAYS_THE_ANSWER.format(imports="", body=RIGHT))
     stale = importlib.import_module("stale_reward")  # the server imported it earlier (a route check, say)
     rewards = user_pair("stale_reward")
-    first = inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples()))
+    first = load_report(inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples())).id)
     assert first.stats["score"].distinct_values == 2
     write(reward_dir / "stale_reward.py", SAYS_THE_ANSWER.format(imports="", body="1.0"))
     assert stale.score(["p"], ["no"], answer=["3"]) == [0.0]  # the imported module is still the old one
-    edited = inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples()))
+    edited = load_report(inspect_rewards(InspectionRequest(rewards=rewards, samples=tagged_samples())).id)
     assert {s.scores["score"] for s in edited.samples} == {1.0}
     assert edited.reward_fingerprint == reward_fingerprint(rewards)[0]
     review = record_review(ReviewRequest(report_id=edited.id, reviewer="ana", labels=read_blind(edited)))
@@ -178,8 +179,9 @@ def test_6_accept_all_never_passes_and_unread_training_is_stamped(tiny_model_dir
         json.dumps({"labels": {s.id: {"format": "pass", "correctness": "pass"} for s in report.samples}})
     )
     cli = grpo_rlvr("review", report.id, "--reviewer", "bot", "--kind", "agent", "--labels", str(accept_all))
-    assert cli.returncode == 0 and f"{report.id}: verdict pending" in cli.stdout, cli.stdout + cli.stderr
-    assert "agreement cannot be told from chance without both outcomes on both sides" in cli.stdout
+    assert cli.returncode == 0 and f"{report.id}: verdict failed" in cli.stdout, cli.stdout + cli.stderr
+    assert "Your labels for correctness are all 'pass' on 60 samples" in cli.stdout
+    assert "labels with one outcome cannot show a reading" in cli.stdout
     with pytest.raises(GateClosed):
         open_gate(rewards)
     with pytest.raises(SkillError, match="accept_unread needs a reason"):

@@ -14,6 +14,7 @@ from blind_reader import pass_review, read_blind
 from skill.data import ADDITION_QUESTION
 from skill.errors import SkillError
 from skill.inspection.gate import open_gate, record_review, require_passed_inspection
+from skill.inspection.reports import load_report
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
 from skill.rewards.fingerprint import reward_fingerprint
@@ -54,7 +55,10 @@ def tagged_samples(count=60, seed=None):
 
 
 def inspect(rewards, samples=None, **extra):
-    return inspect_rewards(InspectionRequest(rewards=rewards, samples=samples or tagged_samples(), **extra))
+    """The whole report (scores, statistics, probes), as the library reads it: a reader sees none of it before
+    the labels (tests/test_blind_read.py)."""
+    report = inspect_rewards(InspectionRequest(rewards=rewards, samples=samples or tagged_samples(), **extra))
+    return load_report(report.id)
 
 
 def honest_labels(report):
@@ -296,6 +300,8 @@ def test_route_samples_are_reused_without_sampling_again(tiny_model_dir):
     assert report.source == f"route_check probe {decision.id}" and len(report.samples) == 60  # drawn of 64
     assert report.draw.startswith("60 of 64 samples collected")
     assert {s.group for s in report.samples} == set(range(8))
+    assert report.policy_model == str(tiny_model_dir)  # the probe's samples are the policy's own
+    assert f"on policy samples of {tiny_model_dir}" in Path(report.paths["markdown"]).read_text()
 
 
 def test_emit_records_the_passed_inspection_it_relies_on():
@@ -326,6 +332,22 @@ def test_emit_records_the_passed_inspection_it_relies_on():
     )
     assert other.provenance.inspection_id is None
     assert any("run_grpo will refuse" in line for line in other.provenance.validation)
+    # Read on supplied samples: a recipe that requires the policy's own samples is not opened by it.
+    strict = emit_grpo_config(
+        RecipeRequest(
+            hardware=HardwareSpec(accelerator="cpu"),
+            method="full",
+            rewards=rewards,
+            dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
+            require_policy_samples=True,
+        )
+    )
+    assert strict.provenance.inspection_id is None and strict.provenance.policy_samples_of == strict.model.name
+    assert any(
+        f"not read on samples {strict.model.name} wrote" in line and "run_grpo will refuse" in line
+        for line in strict.provenance.validation
+    )
+    assert "on supplied samples, not sampled from the policy" in recipe.provenance.reward_review
 
 
 def test_a_trl_style_reward_in_a_directory_named_only_by_reward_paths_loads_and_inspects(tmp_path, monkeypatch):

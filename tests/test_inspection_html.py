@@ -1,7 +1,8 @@
 """The reading page in a real headless Chromium, driven with the keyboard as a reader would: label blind (no score
-anywhere on the page, progress counting), the labels surviving a reload, the reveal (scores and the disagreement
-by sample id), the resolve (an amendment for a misread), and the export, which record_review takes and which
-passes the gate. Skipped, with the reason, only where Chromium is not installed (`make test` installs it)."""
+anywhere on the page or in its source, progress counting), the labels surviving a reload, the export record_review
+takes; then the page record_review wrote again: the reveal (scores and the disagreement by sample id), the resolve
+(an amendment for a misread), exported again, which passes the gate. Skipped, with the reason, only where Chromium
+is not installed (`make test` installs it)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import pytest
 
 from skill.data import ADDITION_QUESTION
 from skill.inspection.gate import record_review
+from skill.inspection.reports import load_report
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
 from skill.rewards.spec import RewardSpec
@@ -40,7 +42,7 @@ REWARDS = [
     # a shaping reward: not labelled, its figures (e.g. -0.467) shown only after the reveal
     RewardSpec(name="length_penalty", role="shaping", weight=0.1, params={"mode": "target", "target": 3}),
 ]
-KEY_CODES = {"p": 80, "f": 70, "u": 85, "j": 74, "k": 75, "r": 82, "Escape": 27, "ArrowDown": 40, "ArrowUp": 38}
+KEY_CODES = {"p": 80, "f": 70, "u": 85, "j": 74, "k": 75, "Escape": 27, "ArrowDown": 40, "ArrowUp": 38}
 
 
 def addition_samples() -> list[SuppliedSample]:
@@ -165,6 +167,20 @@ class Chromium:
         self.call("Input.insertText", text=text)
         self.key("Escape")  # leaves the field: the labelling keys work again
 
+    def exported(self, downloads: Path, name: str) -> dict:
+        """Press Export; the JSON shown on the page, checked equal to the file downloaded."""
+        self.js("document.getElementById('export').click()")
+        shown = json.loads(self.js("document.getElementById('exported').textContent"))
+        path = downloads / name
+        for _ in range(100):
+            with contextlib.suppress(ValueError, OSError):  # not there yet, or half written
+                if json.loads(path.read_text()) == shown:
+                    break
+            time.sleep(0.05)
+        assert json.loads(path.read_text()) == shown
+        path.unlink()  # the next export downloads under the same name
+        return shown
+
     def reload(self) -> None:
         self.js("window.beforeReload = true")
         self.call("Page.reload", ignoreCache=True)
@@ -192,7 +208,7 @@ def label_with_keys(browser: Chromium, roles: list[str], labels: dict[str, str])
         browser.key(labels[role][0])  # p, f or u: labels the current role, then moves on
 
 
-def test_reading_page_label_reload_reveal_resolve_export(browser_report):
+def test_reading_page_label_reload_export_reveal_resolve_export(browser_report):
     report, browser, downloads = browser_report
     order, roles = [s.id for s in report.samples], report.read_roles
     assert sorted(roles) == ["correctness", "format"] and len(order) == 60
@@ -201,8 +217,11 @@ def test_reading_page_label_reload_reveal_resolve_export(browser_report):
     first[misread]["correctness"] = "fail"  # the reader misreads one sample: the reveal names it
     unsure = next(i for i in order if i != misread)
     first[unsure]["format"] = "unsure"
-    shaping = {f"{s.scores['length_penalty']:.3g}" for s in report.samples if s.scores["length_penalty"]}
+    whole = load_report(report.id)  # what the rewards said, sealed until the labels
+    shaping = {f"{s.scores['length_penalty']:.3g}" for s in whole.samples if s.scores["length_penalty"]}
     assert shaping, "the test needs a shaping score to look for"
+    source = Path(report.paths["html"]).read_text()
+    assert not [figure for figure in shaping if figure in source], "a score in the blind page's source"
 
     # Label, blind: no score, no extracted answer, no total, no statistics anywhere on the page.
     def assert_blind() -> None:
@@ -235,10 +254,18 @@ def test_reading_page_label_reload_reveal_resolve_export(browser_report):
     for sample_id in order[10:]:
         label_with_keys(browser, roles, first[sample_id])
     assert "60 of 60 labelled" in browser.text(".bar")
+    assert "send it to record_review" in browser.text("#status")
     assert_blind()
 
-    # Reveal: every score (rounded), what was extracted, the disagreement named by sample id; labels locked.
-    browser.key("r")
+    # Export: the file record_review takes, with the labels as given; record_review reveals and names the misread.
+    request = ReviewRequest.model_validate(browser.exported(downloads, f"{report.id}.review.json"))
+    assert request.reviewer == "Ana" and request.reviewer_kind == "human"
+    assert request.labels == first and request.amendments == []
+    revealed = record_review(request)
+    assert revealed.verdict == "pending" and [d.sample_id for d in revealed.review.disagreements] == [misread]
+
+    # The page record_review wrote: every score (rounded), what was extracted, the disagreement; labels locked.
+    browser.reload()
     page = browser.text()
     assert [figure for figure in shaping if figure in page] and "Statistics" in page
     assert not unrounded(page), unrounded(page)
@@ -250,7 +277,7 @@ def test_reading_page_label_reload_reveal_resolve_export(browser_report):
     browser.key("p")
     assert "labels are locked" in browser.text("#status")
 
-    # Resolve: the misread is amended to the reward's judgment, with the reason.
+    # Resolve: the misread is amended to the reward's judgment, with the reason, and exported again.
     browser.js(
         "const s = document.querySelector('#disagreements select'); s.value = 'pass';"
         "s.dispatchEvent(new Event('change', {bubbles: true}))"
@@ -258,19 +285,8 @@ def test_reading_page_label_reload_reveal_resolve_export(browser_report):
     browser.type_into("#disagreements input", "misread: the sum is right")
     assert "resolved by this amendment" in browser.text("#disagreements li")
     assert "0 unresolved; 1 label(s) amended" in browser.text("#amend-count")
-
-    # Export: the file record_review takes, with the labels as first given.
-    browser.js("document.getElementById('export').click()")
-    exported = json.loads(browser.js("document.getElementById('exported').textContent"))
-    for _ in range(100):
-        files = list(downloads.glob("*.review.json"))
-        if files and files[0].stat().st_size:
-            break
-        time.sleep(0.05)
-    assert files and json.loads(files[0].read_text()) == exported
-    request = ReviewRequest.model_validate(exported)
-    assert request.reviewer == "Ana" and request.reviewer_kind == "human"
-    assert request.labels == first
+    request = ReviewRequest.model_validate(browser.exported(downloads, f"{report.id}.review.json"))
+    assert request.labels == first  # as first given, which record_review already has
     assert [a.model_dump() for a in request.amendments] == [
         {"sample_id": misread, "role": "correctness", "label": "pass", "reason": "misread: the sum is right"}
     ]
@@ -281,7 +297,7 @@ def test_reading_page_label_reload_reveal_resolve_export(browser_report):
     browser.js("localStorage.clear()")
     browser.reload()
     page = browser.text()
-    assert "passed" in browser.text(".verdict") and "Cohen's kappa" in page
+    assert "passed" in browser.text(".verdict") and "Fisher p" in page
     assert "recorded" in browser.text("#disagreements li")
     assert browser.js("[...document.querySelectorAll('.sample button')].every(b => b.disabled)")
     assert browser.js(f"document.querySelector('#s-{unsure} [data-role=format] .on').dataset.label") == "unsure"

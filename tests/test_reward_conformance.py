@@ -234,13 +234,14 @@ def test_length_penalty_follows_dapos_soft_overlong_formula(length, expected):
 
 
 def inspected(names: list[str], conversational: bool):
+    from skill.inspection.reports import load_report
     from skill.inspection.run import inspect_rewards
     from skill.inspection.schema import InspectionRequest
 
     request = InspectionRequest(
         rewards=[spec(name) for name in names], samples=addition_samples(60, conversational=conversational)
     )
-    return inspect_rewards(request)
+    return load_report(inspect_rewards(request).id)  # the whole report: scores and statistics
 
 
 @pytest.mark.parametrize("conversational", [False, True], ids=["standard", "conversational"])

@@ -48,10 +48,11 @@ OVERLONG = dict(zip(COMPLETIONS, [0.0, -0.75, 0.0, -1.0, -0.25], strict=True))  
 
 
 def test_trls_completion_ids_example_is_scored_on_pseudo_ids_and_the_report_says_so():
+    from skill.inspection.reports import load_report
     from skill.inspection.run import inspect_rewards
     from skill.inspection.schema import InspectionRequest
 
-    report = inspect_rewards(InspectionRequest(rewards=LENGTH_READERS, samples=samples(answer="5")))
+    report = load_report(inspect_rewards(InspectionRequest(rewards=LENGTH_READERS, samples=samples(answer="5"))).id)
     for sample in report.samples:  # one pseudo-id per 4 characters, rounded up; none of them failed
         tokens = math.ceil(len(sample.completion) / 4)
         assert sample.scores["reward_func"] == float(tokens) and not sample.errors, sample
@@ -64,11 +65,12 @@ def test_trls_completion_ids_example_is_scored_on_pseudo_ids_and_the_report_says
 def test_an_inspection_of_supplied_samples_tokenizes_with_the_named_model():
     from transformers import AutoTokenizer
 
+    from skill.inspection.reports import load_report
     from skill.inspection.run import inspect_rewards
     from skill.inspection.schema import InspectionRequest
 
     request = InspectionRequest(rewards=LENGTH_READERS, samples=samples(answer="5"), tokenizer=EMBEDDED_MODEL_ID)
-    report = inspect_rewards(request)
+    report = load_report(inspect_rewards(request).id)
     tokenizer = AutoTokenizer.from_pretrained(str(embedded_tokenizer_dir()))
     assert "pseudo_completion_ids" not in {flag.code for flag in report.flags}
     for sample in report.samples:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from skill.data import ADDITION_DATASET_ID
 from skill.demo.reader import READER, read_blind
 from skill.hardware.specs import HardwareSpec
+from skill.inspection.agreement import summarize
 from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionReport, InspectionRequest, ReviewRequest
@@ -185,13 +186,8 @@ def _inspect(request: RecipeRequest, route_id: str, say: Callable[[str], None]) 
     (``demo.reader``: its own check of each answer, nothing from skill.rewards), stamped reviewer kind 'program'."""
     say("2/5 inspect_rewards on the route's samples (no second sampling)...")
     report = inspect_rewards(InspectionRequest(rewards=request.rewards, route_decision_id=route_id))
-    for name, stats in report.stats.items():
-        say(f"    {name:12s} mean {stats.mean:.2f}  failures {stats.failure_rate:.0%}")
-    say(
-        f"    flags: {[f.code for f in report.flags] or 'none'}; probes: {len(report.probe_results)} tried, "
-        f"{sum(p.hacked for p in report.probe_results)} hacked. Reading page: {report.paths['html']}"
-    )
-    say(f"    drawn to read: {report.draw}")
+    say(f"    flags: {[f.code for f in report.flags] or 'none'}. Reading page: {report.paths['html']}")
+    say(f"    drawn to read: {report.draw} No score is shown (or stored in the clear) until the labels.")
     say(
         f"    review: read blind by a program ({READER}): it labels each sample by its own check of the answer and "
         "imports nothing from skill.rewards; a person reads your own task (the reading page above)."
@@ -200,8 +196,12 @@ def _inspect(request: RecipeRequest, route_id: str, say: Callable[[str], None]) 
         ReviewRequest(report_id=report.id, reviewer=READER, reviewer_kind="program", labels=read_blind(report))
     )
     assert reviewed.review is not None  # just recorded
+    for name, stats in reviewed.stats.items():
+        say(f"    {name:12s} mean {stats.mean:.2f}  failures {stats.failure_rate:.0%}")
+    hacked = sum(p.hacked for p in reviewed.probe_results)
+    say(f"    probes: {len(reviewed.probe_results)} tried, {hacked} hacked")
     for agree in reviewed.review.agreement:
-        say(f"    {agree.reward}: agrees with the blind labels at kappa {agree.kappa} on {agree.samples} samples")
+        say(f"    {summarize(agree)}")
     say(f"    verdict: {reviewed.verdict}")
     return reviewed
 

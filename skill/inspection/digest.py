@@ -12,7 +12,7 @@ and the CLI keep returning the whole report. Owns: ``inspection_digest``, ``samp
 from __future__ import annotations
 
 from skill.inspection.gate import review_stamp
-from skill.inspection.render import shown
+from skill.inspection.render import samples_origin, shown, visible
 from skill.inspection.schema import InspectionDigest, InspectionReport, ReviewOutcome, SamplePage
 
 RESULT_CHARACTERS = 10_000
@@ -66,7 +66,7 @@ def sample_page(report: InspectionReport, offset: int = 0, budget: int = RESULT_
 def _summary(report: InspectionReport, hacked: int) -> str:
     blocking = [flag.code for flag in report.flags if flag.severity == "blocking"]
     warnings = [flag.code for flag in report.flags if flag.severity == "warning"]
-    parts = [f"{len(report.samples)} samples ({report.source}), verdict {report.verdict}."]
+    parts = [f"{len(report.samples)} samples ({report.source}; {samples_origin(report)}), verdict {report.verdict}."]
     parts.append(f"Blocking flags: {', '.join(blocking)}." if blocking else "No blocking flag.")
     if warnings:
         parts.append(f"Warnings: {', '.join(warnings)}.")
@@ -83,7 +83,9 @@ def _summary(report: InspectionReport, hacked: int) -> str:
 
 
 def inspection_digest(report: InspectionReport, budget: int = RESULT_CHARACTERS) -> InspectionDigest:
-    """The report cut to what an agent reads first: flags, hacked probes, statistics, one page of samples."""
+    """The report, as a reader may see it now (``render.visible``), cut to what an agent reads first: flags,
+    hacked probes, statistics (after the reveal), one page of samples."""
+    report = visible(report)
     hacked = [probe for probe in report.probe_results if probe.hacked]
     digest = InspectionDigest(
         id=report.id,

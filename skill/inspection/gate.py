@@ -15,10 +15,10 @@ A report opens the gate two ways:
   that the rewards are trained on without a read. It never clears a blocking flag, and it is stamped
   "reward not reviewed" on the recipe, the run's status, its metrics header and the model card.
 
-``record_review`` takes the blind labels (first call), then amendments after the reveal (later calls); the
-labels join the reward's regression set (``inspection.labels``). Owns: ``record_review``, ``carry_labels``,
-``open_gate``, the passed index, the stamps. May import: ``inspection`` (agreement, labels, reports, schema),
-``rewards``, ``state``, ``errors``.
+``record_review`` takes the blind labels (first call), then amendments after the reveal (later calls); what it
+reveals is noted on the state root (``inspection.revealed``), so a revealed sample's later labels never count.
+Owns: ``record_review``, ``carry_read``, ``open_gate``, the passed index, the stamps. May import:
+``inspection`` (agreement, render, revealed, reports, schema), ``rewards``, ``state``, ``errors``.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from typing import Any
 
 from skill.errors import SkillError
 from skill.inspection.agreement import compare, read_reasons
-from skill.inspection.labels import carried_labels, store_labels
+from skill.inspection.render import is_revealed, samples_origin, visible
 from skill.inspection.reports import load_report, reports_dir, save_report, stored_reports
+from skill.inspection.revealed import content_key, record_revealed, revealed_keys
 from skill.inspection.schema import Amendment, GateDecision, InspectionReport, Review, ReviewRequest
 from skill.rewards.fingerprint import effective_rewards, reward_fingerprint
 from skill.rewards.spec import RewardSpec
@@ -90,10 +91,13 @@ def review_stamp(report: InspectionReport) -> str:
             f"{NOT_REVIEWED}: accepted unread by {review.reviewer_kind} {review.reviewer} "
             f"({review.accept_unread_reason.strip()}); inspection {report.id}"
         )
-    kappas = ", ".join(f"{a.reward} kappa {a.kappa:.2f}" for a in review.agreement if a.kappa is not None)
+    agreement = ", ".join(
+        f"{a.reward} differs from {a.disagreeing}, Fisher p {a.p_value:.2g}" for a in review.agreement
+    )
+    blind = sum(any(r not in review.seen_before.get(i, []) for r in labels) for i, labels in review.labels.items())
     return (
-        f"reviewed: {review.reviewer_kind} {review.reviewer} labelled {len(review.labels)} samples blind "
-        f"({kappas}; {len(review.amendments)} amended); inspection {report.id}"
+        f"reviewed: {review.reviewer_kind} {review.reviewer} labelled {blind} samples blind "
+        f"({agreement}; {len(review.amendments)} amended) {samples_origin(report)}; inspection {report.id}"
     )
 
 
@@ -101,8 +105,9 @@ def record_review(request: ReviewRequest) -> InspectionReport:
     """Record a blind read and decide the gate (see ``inspection.agreement`` for the rule).
 
     The first call sends ``labels`` (your own pass/fail/unsure per read role, no score seen); the answer reveals
-    every disagreement. Later calls label samples still unlabelled, or send ``amendments`` (a misread, with the
-    reason). A label once given is never replaced: it is what the agreement is measured on.
+    the labelled samples' scores and every disagreement. Later calls label samples still unlabelled, or send
+    ``amendments`` (a misread, with the reason). A label once given is never replaced: it is what the agreement
+    is measured on. Returns the report as the reader may now see it.
     """
     with exclusive_lock(reports_dir() / ".review.lock"):  # one review at a time per state root
         report = load_report(request.report_id)
@@ -114,23 +119,37 @@ def record_review(request: ReviewRequest) -> InspectionReport:
                     "Finish the read (fix the disagreeing rewards and inspect with samples_of, or amend misreads); "
                     "to train unread, accept_unread on a new inspection.",
                 )
-            return _accept_unread(report, request)
+            return visible(_accept_unread(report, request))
         read = report.review is not None and not report.review.accept_unread  # a read replaces an unread acceptance
+        if read and report.review.labels and report.review.reviewer != request.reviewer:
+            raise SkillError(
+                f"Inspection {report.id} carries the labels of {report.review.reviewer_kind} "
+                f"{report.review.reviewer}; a read is one reader's, and nobody's labels are imposed on another.",
+                f"Send reviewer {report.review.reviewer!r} to go on with that read, or inspect fresh samples "
+                "(inspect_rewards) and read them yourself.",
+            )
         review = report.review if read else Review(reviewer=request.reviewer, reviewer_kind=request.reviewer_kind)
-        new = _add_labels(review, request)
         report.review = review
+        hidden = [sample.id for sample in report.samples if not is_revealed(report, sample)]
+        new = _add_labels(review, request)
+        seen = revealed_keys()
+        by_id = {sample.id: sample for sample in report.samples}
+        for i, roles in new.items():
+            if content_key(by_id[i]) in seen:
+                review.seen_before[i] = sorted({*review.seen_before.get(i, []), *roles})
         review.disagreements, review.agreement = compare(report)  # the reveal of these labels, before amendments
-        amendments = _add_amendments(report, review, request)
+        _add_amendments(review, request)
         review.reviewer, review.reviewer_kind = request.reviewer, request.reviewer_kind
         review.notes = request.notes or review.notes
         review.recorded_at = _now()
-        report.review = review
-        store_labels(report, new, amendments)
-        return _judged(report)
+        judged = _judged(report)
+        record_revealed(judged, [i for i in hidden if is_revealed(judged, by_id[i])], request.reviewer)
+        return visible(judged)
 
 
-def _add_labels(review: Review, request: ReviewRequest) -> list[int]:
-    """Add the request's labels for the samples and roles not yet labelled; refuse a change to a label given."""
+def _add_labels(review: Review, request: ReviewRequest) -> dict[int, list[str]]:
+    """Add the request's labels for the samples and roles not yet labelled; refuse a change to a label given.
+    Returns the roles added, by sample id."""
     changed = sorted(
         sample_id
         for sample_id, labels in request.labels.items()
@@ -142,11 +161,11 @@ def _add_labels(review: Review, request: ReviewRequest) -> list[int]:
             "the agreement is measured on and are never replaced.",
             "To correct a misread, send amendments: [{sample_id, role, label, reason}].",
         )
-    new = sorted(
-        sample_id
-        for sample_id, labels in request.labels.items()
-        if any(role not in review.labels.get(sample_id, {}) for role in labels)
-    )
+    new = {
+        sample_id: [role for role in labels if role not in review.labels.get(sample_id, {})]
+        for sample_id, labels in sorted(request.labels.items())
+    }
+    new = {sample_id: roles for sample_id, roles in new.items() if roles}
     for sample_id in new:
         review.labels[sample_id] = {**request.labels[sample_id], **review.labels.get(sample_id, {})}
     if new:
@@ -154,7 +173,7 @@ def _add_labels(review: Review, request: ReviewRequest) -> list[int]:
     return new
 
 
-def _add_amendments(report: InspectionReport, review: Review, request: ReviewRequest) -> list[Amendment]:
+def _add_amendments(review: Review, request: ReviewRequest) -> list[Amendment]:
     """The request's amendments, each of a disagreement the reveal named."""
     named = {(d.sample_id, d.role) for d in review.disagreements}
     added = []
@@ -186,6 +205,7 @@ def _accept_unread(report: InspectionReport, request: ReviewRequest) -> Inspecti
     report.verdict, report.verdict_reasons = ("failed", reasons) if reasons else ("accepted_unread", [])
     saved = save_report(report)
     _index_verdict(saved)
+    record_revealed(saved, [sample.id for sample in saved.samples], request.reviewer)
     return saved
 
 
@@ -201,36 +221,40 @@ def _standing_reasons(report: InspectionReport) -> list[str]:
 
 
 def _judged(report: InspectionReport) -> InspectionReport:
-    """Compare the labels with the rewards, decide the verdict, store the report."""
+    """Compare the labels with the rewards, decide the verdict, store the report: passed when nothing stands in
+    the way; pending while labels or resolutions are still to come; failed when what stands is final (the first
+    labels' statistic, or a blocking flag once nothing else is to do)."""
     review = report.review
     assert review is not None
     review.disagreements, review.agreement = compare(report)
-    missing = any(
-        role not in review.labels.get(sample.id, {}) for sample in report.samples for role in report.read_roles
-    )
-    reasons = _standing_reasons(report) + read_reasons(report)
-    unresolved = any(not d.resolved for d in review.disagreements)
-    report.verdict = "passed" if not reasons else ("pending" if missing or unresolved else "failed")
-    report.verdict_reasons = reasons
+    standing = _standing_reasons(report)
+    to_do, final = read_reasons(report)
+    report.verdict_reasons = standing + to_do + final
+    if not report.verdict_reasons:
+        report.verdict = "passed"
+    else:
+        report.verdict = "failed" if final or not to_do else "pending"
     saved = save_report(report)
     _index_verdict(saved)
     return saved
 
 
-def carry_labels(report: InspectionReport) -> InspectionReport:
-    """Give a stored report the labels an earlier read gave its samples, and judge it: a fixed reward inspected on
-    the same samples is re-scored against the same labels, with no re-read."""
-    carried = carried_labels(report.samples)
-    if not carried:
+def carry_read(report: InspectionReport, earlier: InspectionReport) -> InspectionReport:
+    """Give a report of ``earlier``'s samples (``samples_of``: the same samples under the same ids) the read
+    ``earlier`` carries, and judge it: a fixed reward is re-scored against the same labels, with no re-read.
+    The labels stay their reader's, and those given after a reveal stay uncounted."""
+    if earlier.review is None or not earlier.review.labels:
         return report
-    first = next(iter(carried.values()))
+    read = earlier.review
+    ids = {sample.id for sample in report.samples}
     report.review = Review(
-        reviewer=first["reviewer"],
-        reviewer_kind=first["reviewer_kind"],
-        labels={sample_id: entry["labels"] for sample_id, entry in carried.items()},
-        carried={sample_id: entry["inspection"] for sample_id, entry in carried.items()},
-        amendments=[amendment for entry in carried.values() for amendment in entry["amendments"]],
-        labelled_at=_now(),
+        reviewer=read.reviewer,
+        reviewer_kind=read.reviewer_kind,
+        labels={i: labels for i, labels in read.labels.items() if i in ids},
+        carried={i: read.carried.get(i, earlier.id) for i in read.labels if i in ids},
+        seen_before={i: roles for i, roles in read.seen_before.items() if i in ids},
+        amendments=[amendment for amendment in read.amendments if amendment.sample_id in ids],
+        labelled_at=read.labelled_at,
     )
     return _judged(report)
 
@@ -259,43 +283,65 @@ def _index_verdict(report: InspectionReport) -> None:
         write_atomically(_index_path(), json.dumps(index, indent=1))
 
 
-def _opening_report(fingerprint: str, preferred: str | None) -> InspectionReport | None:
+def _opening_report(fingerprint: str, preferred: str | None, policy_model: str | None) -> InspectionReport | None:
+    def opens(report: InspectionReport | None) -> bool:
+        return (
+            report is not None
+            and report.verdict in OPENING
+            and report.reward_fingerprint == fingerprint
+            and (policy_model is None or report.policy_model == policy_model)
+        )
+
     entry = _read_index().get(fingerprint, {})
     if preferred is not None:
         try:
             report = load_report(preferred)
         except SkillError:  # gone or not an id: the newest opening report answers
             report = None
-        opens = report is not None and report.verdict in OPENING and report.reward_fingerprint == fingerprint
-        if opens and (report.verdict == "passed" or "passed" not in entry):  # a read beats an unread one
+        if opens(report) and (report.verdict == "passed" or "passed" not in entry):  # a read beats an unread one
             return report
     for kind in OPENING:  # a read beats an unread acknowledgement
         if kind in entry:
             report = load_report(entry[kind])
-            if report.verdict == kind and report.reward_fingerprint == fingerprint:
+            if report.verdict == kind and opens(report):
+                return report
+    if policy_model is not None:  # the newest report per verdict is indexed; an older one may be on policy samples
+        for report in stored_reports():
+            if opens(report):
                 return report
     return None
 
 
 def open_gate(
-    rewards: list[RewardSpec], trl: Mapping[str, Any] | None = None, preferred: str | None = None
+    rewards: list[RewardSpec],
+    trl: Mapping[str, Any] | None = None,
+    preferred: str | None = None,
+    policy_model: str | None = None,
 ) -> GateDecision:
     """The inspection that lets training start on these rewards, and how it was reviewed; or GateClosed saying
     what to do. ``trl``: the GRPOConfig kwargs training will use; the gate keys on their ``reward_weights``
     (unset: 1.0 each, as TRL does). Without ``trl``, on the specs' own weights. ``preferred``: the inspection a
     run started on, answered while it still opens the gate for these rewards (unless it was accepted unread and
     a read has passed since: a read wins), so the run's record, metrics header and model card name one
-    inspection even when another one passed meanwhile."""
+    inspection even when another one passed meanwhile. ``policy_model``: only a read of that model's own samples
+    opens it (a recipe's ``require_policy_samples``)."""
     weights = [spec.weight for spec in rewards] if trl is None else trl.get("reward_weights")
     specs = effective_rewards(rewards, weights)
     fingerprint, parts = reward_fingerprint(specs)
-    report = _opening_report(fingerprint, preferred)
+    report = _opening_report(fingerprint, preferred, policy_model)
     if report is not None:
         return GateDecision(
             inspection_id=report.id,
             reviewed=report.verdict == "passed",
             stamp=review_stamp(report),
             reward_fingerprint=fingerprint,
+        )
+    if policy_model is not None and _opening_report(fingerprint, None, None) is not None:
+        raise GateClosed(
+            f"The inspections that pass for these rewards were not read on samples {policy_model} wrote, and this "
+            "recipe requires that (require_policy_samples).",
+            f"Inspect with generate (model {policy_model}) or with the route_check probe of it (route_decision_id), "
+            "then record_review.",
         )
     for stored in stored_reports():
         if stored.verdict in OPENING and [s.name for s in stored.rewards] == [s.name for s in specs]:

@@ -104,20 +104,19 @@ def perturbed(gold: str, others: list[str]) -> str | None:
     return different[0] if different else None
 
 
-def replace_last(text: str, old: str, new: str) -> str | None:
-    """Replace the last standalone occurrence of ``old`` (a number is not matched inside another number).
+def replace_answer(text: str, old: str, new: str) -> str | None:
+    """Replace every standalone occurrence of ``old`` (a number is not matched inside another number): a wrong
+    answer written consistently, whichever occurrence a reward reads (the last, or the first as in "1216. Check:
+    1216 - 510 = 706").
 
-    >>> replace_last("3 + 4 = 7, so <answer>7</answer>", "7", "8"), replace_last("17", "7", "8")
-    ('3 + 4 = 7, so <answer>8</answer>', None)
+    >>> replace_answer("3 + 4 = 7, so <answer>7</answer>", "7", "8"), replace_answer("17", "7", "8")
+    ('3 + 4 = 8, so <answer>8</answer>', None)
     """
     if not old:
         return None
     pattern = re.compile(rf"(?<![\w.]){re.escape(old)}(?![\w]|\.\d)")
-    matches = list(pattern.finditer(text))
-    if not matches:
-        return None
-    last = matches[-1]
-    return text[: last.start()] + new + text[last.end() :]
+    replaced, count = pattern.subn(lambda _match: new, text)
+    return replaced if count else None
 
 
 def _wrong_well_formed(spec: RewardSpec, name: str, results: list[SampleResult]) -> Probe | None:
@@ -131,7 +130,7 @@ def _wrong_well_formed(spec: RewardSpec, name: str, results: list[SampleResult])
         if wrong is None:
             continue
         for old in (sample.extracted.get(name), str(gold)):
-            text = replace_last(sample.completion, old, wrong) if old else None
+            text = replace_answer(sample.completion, old, wrong) if old else None
             if text is not None and text != sample.completion:
                 return Probe(
                     "wrong_well_formed", text, sample, "below_gold", FIXES["wrong_well_formed"], sample.scores[name]

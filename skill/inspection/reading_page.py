@@ -1,24 +1,22 @@
 """The HTML reading page of an inspection: one self-contained file (no network, no external script or font) where
-a person reads the samples blind, labels them, reveals the scores, resolves each disagreement and exports the
-JSON ``record_review`` takes (a ``ReviewRequest``).
+a person reads the samples blind, labels them and exports the JSON ``record_review`` takes (a ``ReviewRequest``);
+once record_review has the labels, the page (written again) shows the reveal, where each disagreement is resolved
+and the amendments exported the same way.
 
 1. **Label**: each sample shows its prompt, completion and reference columns, no score and nothing a reward
    extracted. For every read role the reader picks pass, fail or unsure; keys ``p``/``1``, ``f``/``2``,
    ``u``/``3`` label the current role of the current sample and move on; ``j``/``k`` (or the arrow keys) move
    between samples, left/right between roles. The labels and the reviewer's name are kept across a reload
    (``localStorage``, keyed by the report id).
-2. **Reveal** (``r``), once every sample carries a label for every read role: each sample's scores (3
-   significant digits), what each reward extracted, the statistics, and every disagreement by sample id.
-   From then on a label cannot change.
-3. **Resolve**: a disagreement is fixed in the reward (inspect again with ``samples_of``: the labels are
-   re-scored) or, for a misread, amended here with the new label and the reason.
-4. **Export**: the labels as first given and the amendments, shown and downloaded as ``<report id>.review.json``.
+2. **Export**: the labels, shown and downloaded as ``<report id>.review.json``, sent to ``record_review``.
+3. **Reveal**: ``record_review`` writes the page again with what it revealed (``inspection.render.visible``):
+   reopened, it shows each labelled sample's scores (3 significant digits), what each reward extracted, the
+   statistics, and every disagreement by sample id; recorded labels are locked.
+4. **Resolve**: a disagreement is fixed in the reward (inspect again with ``samples_of``: the labels are
+   re-scored) or, for a misread, amended here with the new label and the reason, and exported again.
 
-A report that already carries a review opens with its labels as given and the reveal shown.
-
-Not resisted, and stated: the scores are embedded in the file (the ``report-data`` JSON block), hidden until the
-reveal but plain to a program that reads the file. The read's honesty rests on the reader, as the read's rule
-(``inspection.agreement``) says of a program that labels by running the reward.
+No score is in the page before its sample is labelled and recorded: the page is written from what a reader may
+see, never from the sealed report (``inspection.seal``).
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import json
 from typing import Any
 
 from skill.inspection import agreement
-from skill.inspection.render import prompt_text, short
+from skill.inspection.render import prompt_text, short, visible
 from skill.inspection.schema import InspectionReport, SampleResult
 
 _STYLE = """
@@ -59,14 +57,14 @@ const D=JSON.parse(document.getElementById('report-data').textContent);
 const KEY='grpo-rlvr-read:'+D.id, ROLES=D.roles, N=D.order.length;
 const given=(D.review&&D.review.labels)||{};
 const $=s=>document.querySelector(s), card=i=>document.getElementById('s-'+D.order[i]);
-let S={labels:{},amend:{},reviewer:'',revealed:false};
+let S={labels:{},amend:{},reviewer:''};
 try{Object.assign(S,JSON.parse(localStorage.getItem(KEY)||'{}'))}catch(e){}
 let cur=0, role=0;
 const save=()=>{try{localStorage.setItem(KEY,JSON.stringify(S))}catch(e){}};
 const label=(id,r)=>(given[id]&&given[id][r])||(S.labels[id]&&S.labels[id][r])||null;
 const complete=id=>ROLES.every(r=>label(id,r));
 const done=()=>D.order.filter(complete).length;
-const revealed=()=>done()===N&&(S.revealed||D.review_complete);
+const revealed=()=>D.revealed;
 function say(text){$('#status').textContent=text}
 function paintCard(i){
   const id=D.order[i], el=card(i);
@@ -85,8 +83,8 @@ function paint(){
   const n=done();
   $('#progress').textContent=n+' of '+N+' labelled';
   $('#where').textContent='sample '+D.order[cur]+(ROLES.length&&!revealed()?' \u00b7 '+ROLES[role]:'');
-  $('#reveal').disabled=n<N||revealed();
-  if(n===N&&!revealed())say('Every sample is labelled: press r (or Reveal scores) to see the scores.');
+  if(n===N&&!revealed())say('Every sample is labelled: export the review and send it to record_review; reopen this '+
+    'page after it to see the scores.');
 }
 function go(i,r){cur=Math.max(0,Math.min(N-1,i));role=r||0;paint();card(cur).scrollIntoView({block:'start'})}
 function give(value){
@@ -97,14 +95,10 @@ function give(value){
   else{(S.labels[id]=S.labels[id]||{})[r]=value;save();say('')}
   if(role+1<ROLES.length)go(cur,role+1);else go(cur+1<N?cur+1:cur,cur+1<N?0:role);
 }
-function reveal(){
-  if(done()<N){say('Label every sample first: '+(N-done())+' to go.');return}
-  S.revealed=true;save();showReveal();paint();say('Scores revealed.');$('#reveal-summary').scrollIntoView();
-}
 function disagreements(){
   const out=[];
   D.read_rewards.forEach(w=>D.order.forEach(id=>{
-    const first=label(id,w.role), said=D.samples[id].said[w.name];
+    const first=given[id]&&given[id][w.role], said=D.samples[id].said[w.name];
     if((first==='pass'||first==='fail')&&said&&said!==first)out.push({id,first,said,name:w.name,role:w.role});
   }));
   return out;
@@ -155,8 +149,7 @@ function showReveal(){
 function paintAmendCount(found){
   const extra=Object.keys(S.amend).filter(k=>!D.recorded[k]&&S.amend[k].label&&(S.amend[k].reason||'').trim()).length;
   const n=Object.keys(D.recorded).length+extra, open=found.filter(d=>!amendState(d)[1]).length;
-  $('#amend-count').textContent=open+' unresolved; '+n+' label(s) amended (record_review allows at most '+
-    Math.floor(D.max_amended_share*N)+' of '+N+').';
+  $('#amend-count').textContent=open+' unresolved; '+n+' label(s) amended.';
 }
 function onAmend(e){
   const k=e.target.dataset.k;if(!k)return;
@@ -190,7 +183,7 @@ document.addEventListener('keydown',e=>{
   const k=e.key;
   if(KEYS[k])give(KEYS[k]);else if(k==='j'||k==='ArrowDown')go(cur+1);else if(k==='k'||k==='ArrowUp')go(cur-1);
   else if(k==='l'||k==='ArrowRight')go(cur,Math.min(role+1,Math.max(0,ROLES.length-1)));
-  else if(k==='h'||k==='ArrowLeft')go(cur,Math.max(role-1,0));else if(k==='r')reveal();else return;
+  else if(k==='h'||k==='ArrowLeft')go(cur,Math.max(role-1,0));else return;
   e.preventDefault();
 });
 document.addEventListener('click',e=>{
@@ -202,7 +195,7 @@ document.addEventListener('click',e=>{
 $('#disagreements').addEventListener('change',onAmend);$('#disagreements').addEventListener('input',onAmend);
 $('#reviewer').value=S.reviewer||(D.review&&D.review.reviewer)||'';
 $('#reviewer').addEventListener('input',e=>{S.reviewer=e.target.value;save()});
-$('#reveal').addEventListener('click',reveal);$('#export').addEventListener('click',exportReview);
+$('#export').addEventListener('click',exportReview);
 cur=Math.max(0,D.order.findIndex(id=>!complete(id)));role=Math.max(0,ROLES.findIndex(r=>!label(D.order[cur],r)));
 if(revealed())showReveal();
 paint();
@@ -228,11 +221,12 @@ def _script_json(data: Any) -> str:
 
 
 def _page_data(report: InspectionReport) -> dict[str, Any]:
-    """What the page's script needs: the order, each sample's scores (shown after the reveal) and the review."""
+    """What the page's script needs: the order, the revealed samples' scores and the review (``report`` is what a
+    reader may see: no score of a sample not yet labelled is in it)."""
     read = [spec for spec in report.rewards if spec.role in agreement.READ_ROLES]
     samples = {
         s.id: {
-            "scores": {spec.name: _figure(s.scores.get(spec.name)) for spec in report.rewards},
+            "scores": {spec.name: _figure(s.scores.get(spec.name)) for spec in report.rewards if s.scores},
             "said": {r.name: agreement.said(s.scores[r.name]) for r in read if s.scores.get(r.name) is not None},
             "read": {name: repr(value) for name, value in s.extracted.items() if value is not None},
             "errors": s.errors,
@@ -250,13 +244,12 @@ def _page_data(report: InspectionReport) -> dict[str, Any]:
         "read_rewards": [{"name": spec.name, "role": spec.role} for spec in read],
         "samples": samples,
         "review": None if review is None else {"reviewer": review.reviewer, "labels": labels},
-        "review_complete": review is not None
+        "revealed": review is not None
         and bool(labels)
         and all(role in labels.get(s.id, {}) for s in report.samples for role in report.read_roles),
         "recorded": {f"{a.sample_id}|{a.role}": {"label": a.label, "reason": a.reason} for a in review.amendments}
         if review
         else {},
-        "max_amended_share": agreement.MAX_AMENDED_SHARE,
     }
 
 
@@ -265,16 +258,15 @@ def _header(report: InspectionReport) -> str:
     reasons = "".join(f"<li>{e(reason)}</li>" for reason in report.verdict_reasons)
     rewards = ", ".join(f"<code>{e(s.name)}</code> ({e(s.role)}, weight {s.weight:g})" for s in report.rewards)
     roles = ", ".join(report.read_roles) or "nothing (no reward here judges what a person can)"
-    rule = (agreement.__doc__ or "").split("\n\n")[0].replace("\n", " ")
     return (
         f"<h1>Reward read {e(report.id)}</h1>"
         f"<p>Verdict: <span class='verdict'>{e(report.verdict)}</span></p><ul>{reasons}</ul>"
         f"<p>{len(report.samples)} samples from {e(report.source)}. Drawn: {e(report.draw)}</p>"
         f"<p>Rewards: {rewards}. You label: <b>{e(roles)}</b>; shaping rewards are shown after the reveal.</p>"
-        f"<p class='muted'>{e(rule)} Read each sample and judge it yourself, pass, fail or unsure, for each role. "
-        "No score is shown until every sample is labelled; then reveal, resolve each disagreement and export the "
-        "file record_review takes. The scores are in this file, hidden until the reveal: the read is as honest as "
-        "its reader.</p>"
+        f"<p class='muted'>{e(agreement.GATE_RULE)} Read each sample and judge it yourself, pass, fail or unsure, "
+        "for each role, then export the file record_review takes. No score is in this page until record_review "
+        "has your labels; reopen the page after it to see the scores, resolve each disagreement and export the "
+        "amendments.</p>"
     )
 
 
@@ -282,10 +274,10 @@ def _bar() -> str:
     return (
         "<div class='bar'><label>Reviewer <input id='reviewer' placeholder='your name'></label>"
         "<span id='progress'></span><span id='where' class='muted'></span> "
-        "<button id='reveal' disabled>Reveal scores (r)</button> <button id='export'>Export review</button>"
+        "<button id='export'>Export review</button>"
         " <span id='status'></span><div class='keys'>Keys: <kbd>p</kbd>/<kbd>1</kbd> pass · <kbd>f</kbd>/<kbd>2</kbd>"
         " fail · <kbd>u</kbd>/<kbd>3</kbd> unsure (then the next role, the next sample) · <kbd>j</kbd>/<kbd>k</kbd>"
-        " or ↓/↑ next/previous sample · ←/→ role · <kbd>r</kbd> reveal · Esc leaves a text field</div></div>"
+        " or ↓/↑ next/previous sample · ←/→ role · Esc leaves a text field</div></div>"
     )
 
 
@@ -332,15 +324,12 @@ def _after(report: InspectionReport) -> str:
         f"<td>{'-' if s.zero_variance_groups is None else f'{s.zero_variance_groups:.0%}'}</td></tr>"
         for n, s in report.stats.items()
     )
-    kappas = "".join(
-        f"<li>{e(a.reward)} ({e(a.role)}): Cohen's kappa {'-' if a.kappa is None else f'{a.kappa:.2f}'} on "
-        f"{a.samples} decided labels (the reward said pass {a.reward_passes} times, you {a.reader_passes})</li>"
-        for a in (report.review.agreement if report.review else [])
-    )
+    recorded = report.review.agreement if report.review else []
+    agreements = "".join(f"<li>{e(agreement.summarize(a))}</li>" for a in recorded)
     return (
         "<section class='after' id='reveal-summary'><h2>Disagreements</h2><p id='disagree-count'></p>"
         "<ol id='disagreements'></ol><p id='amend-count'></p>"
-        + (f"<h2>Agreement recorded by record_review</h2><ul>{kappas}</ul>" if kappas else "")
+        + (f"<h2>Agreement recorded by record_review</h2><ul>{agreements}</ul>" if agreements else "")
         + "<h2>Statistics</h2><table><tr><th>reward</th><th>role</th><th>mean</th><th>std</th><th>min</th>"
         "<th>max</th><th>None</th><th>failures</th><th>r(length)</th><th>constant groups</th></tr>"
         f"{stats}</table></section>"
@@ -375,7 +364,9 @@ def _column(value: Any) -> str:
 
 
 def render_html(report: InspectionReport) -> str:
-    """The reading page of a report: label blind, reveal, resolve, export (see the module's docstring)."""
+    """The reading page of a report as a reader may see it now (``render.visible``): label blind and export, then,
+    once record_review revealed the scores, resolve and export (see the module's docstring)."""
+    report = visible(report)
     e = html.escape
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"

@@ -1,13 +1,15 @@
-"""An inspection report as a reader meets it: Markdown (agents, terminals) and the HTML reading page
-(``inspection.reading_page``). Until a sample is labelled it is shown blind (``shown``): prompt, completion and
-reference columns, no score; after the labels, every score, what each reward extracted, and each disagreement."""
+"""An inspection report as a reader meets it: what may be seen now (``visible``), as Markdown (agents,
+terminals) and the HTML reading page (``inspection.reading_page``). Until a sample is labelled it is shown blind
+(``shown``): prompt, completion and reference columns, no score; after its labels, every score, what each reward
+extracted, and each disagreement. The statistics, the hack probes' figures and the samples a flag names are
+shown once every sample is labelled: each of them tells scores."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from skill.inspection.agreement import describe
+from skill.inspection.agreement import describe, summarize
 from skill.inspection.schema import InspectionReport, SampleResult
 
 TRUNCATE = 600
@@ -23,18 +25,65 @@ def short(text: str, limit: int = TRUNCATE) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more characters]"
 
 
+def is_revealed(report: InspectionReport, sample: SampleResult) -> bool:
+    """Whether a sample's scores may be shown: it carries a label for every read role, the rewards were accepted
+    unread, or no reward of the report is one a person judges."""
+    review = report.review
+    if review is not None and review.accept_unread:
+        return True
+    labels = review.labels.get(sample.id, {}) if review else {}
+    return all(role in labels for role in report.read_roles)
+
+
 def shown(report: InspectionReport, sample: SampleResult) -> SampleResult:
-    """A sample as a reader may see it now: blind (no score, no extracted answer, no error) until it carries a
-    label for every read role, then whole. Shaping rewards are not labelled, but their scores can hint at the
-    others': they are hidden until the label too."""
-    labels = report.review.labels.get(sample.id, {}) if report.review else {}
-    if all(role in labels for role in report.read_roles):
+    """A sample as a reader may see it now: blind (no score, no extracted answer, no error) until revealed, then
+    whole. Shaping rewards are not labelled, but their scores can hint at the others': they are hidden too."""
+    if is_revealed(report, sample):
         return sample
     return sample.model_copy(update={"scores": {}, "total": None, "extracted": {}, "errors": {}})
 
 
+def visible(report: InspectionReport) -> InspectionReport:
+    """The report as a reader may see it now: samples as ``shown``; until every sample is revealed, no
+    statistics, no figures of the probes that did not beat a reward, and no sample ids on the flags. A hack a
+    reward pays for is shown whole: it blocks the gate until the reward is fixed.
+
+    >>> sample = SampleResult(id=0, prompt="p", completion="c", scores={"r": 0.7316}, total=0.7316)
+    >>> blind = visible(InspectionReport(id="insp-x", created_at="", rewards=[], reward_fingerprint="", source="",
+    ...                                  samples=[sample], stats={}, flags=[], probe_results=[], read_roles=["format"]))
+    >>> "0.7316" in blind.model_dump_json()
+    False
+    """
+    samples = [shown(report, sample) for sample in report.samples]
+    if all(is_revealed(report, sample) for sample in report.samples):
+        return report.model_copy(update={"samples": samples})
+    return report.model_copy(
+        update={
+            "samples": samples,
+            "stats": {},
+            "probe_results": [probe for probe in report.probe_results if probe.hacked],
+            "flags": [flag.model_copy(update={"evidence": []}) for flag in report.flags],
+        }
+    )
+
+
+def samples_origin(report: InspectionReport) -> str:
+    """Whose samples the read was on: the policy's, or supplied by hand.
+
+    >>> samples_origin(InspectionReport(id="i", created_at="", rewards=[], reward_fingerprint="", source="",
+    ...                                 samples=[], stats={}, flags=[], probe_results=[], policy_model="m"))
+    'on policy samples of m'
+    """
+    if report.policy_model is None:
+        return "on supplied samples, not sampled from the policy"
+    return f"on policy samples of {report.policy_model}"
+
+
 def render_markdown(report: InspectionReport) -> str:
-    """The report for an agent or a terminal: verdict, flags, probes, statistics, then every sample."""
+    """The report for an agent or a terminal, as ``visible``: verdict, flags, probes, statistics, then every
+    sample."""
+    names = list(report.stats)
+    report = visible(report)
     lines = _markdown_summary(report) + _markdown_tables(report)
     lines += [
         "",
@@ -45,7 +94,7 @@ def render_markdown(report: InspectionReport) -> str:
         "",
     ]
     for sample in report.samples:
-        lines += _markdown_sample(shown(report, sample), list(report.stats))
+        lines += _markdown_sample(sample, names)
     return "\n".join(lines)
 
 
@@ -54,7 +103,7 @@ def _markdown_summary(report: InspectionReport) -> list[str]:
     lines = [
         f"# Reward inspection {report.id}",
         "",
-        f"Verdict: **{report.verdict}**. Samples: {len(report.samples)} ({report.source}). "
+        f"Verdict: **{report.verdict}**. Samples: {len(report.samples)} ({report.source}; {samples_origin(report)}). "
         f"Fingerprint: `{report.reward_fingerprint[:16]}`.",
         "",
         f"Drawn: {report.draw} Labelled for: {', '.join(report.read_roles) or '-'}.",
@@ -66,11 +115,7 @@ def _markdown_summary(report: InspectionReport) -> list[str]:
     review = report.review
     if review is not None and review.agreement:
         lines += ["", "## Agreement with your first labels", ""]
-        lines += [
-            f"- {a.reward} ({a.role}): kappa {'-' if a.kappa is None else f'{a.kappa:.2f}'} on {a.samples} samples "
-            f"(reward said pass {a.reward_passes}, you {a.reader_passes})"
-            for a in review.agreement
-        ]
+        lines += [f"- {summarize(a)}" for a in review.agreement]
         lines += [f"- {describe(d)}{' (amended)' if d.resolved else ''}" for d in review.disagreements]
     lines += ["", "## Flags", ""]
     lines += [

@@ -2,10 +2,11 @@
 
 The rewards are run on the collected samples in a fresh process (``inspection.scoring``: the code on disk, the
 code fingerprinted); statistics and role-aware hack probes do half the reading. A balanced draw of 50-60 of
-them (``inspection.draw``) is put before a reader, who labels each blind (``inspection.agreement``: the rule);
-samples an earlier read labelled carry their labels (``inspection.labels``), so a fixed reward inspected on the
-same samples (``samples_of``) is judged at once. The report is stored (``inspection.reports``) with the
-rewards' fingerprint, which the gate (``inspection.gate``) compares before every run.
+them (``inspection.draw``, samples not yet revealed on this state root first) is put before a reader, who labels
+each blind (``inspection.agreement``: the rule). A fixed reward inspected on an earlier inspection's samples
+(``samples_of``) keeps their ids and that read's labels, so it is judged at once. The report is sealed and
+stored (``inspection.reports``) with the rewards' fingerprint, which the gate (``inspection.gate``) compares
+before every run; what it returns is what a reader may see before labelling (``inspection.render.visible``).
 
 Owns: ``inspect_rewards`` (collect, score, flags, checks). May import: the rest of ``inspection``,
 ``rewards``, ``routing``, ``sampling``, ``state``, ``errors``.
@@ -16,12 +17,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from pydantic import BaseModel
+
 from skill.errors import SkillError
 from skill.inspection.agreement import read_roles
-from skill.inspection.draw import balanced_draw
+from skill.inspection.draw import balanced_draw, outcome_flags
 from skill.inspection.flags import hack_flags, reward_flags, reward_stats, set_flags
-from skill.inspection.gate import carry_labels
+from skill.inspection.gate import carry_read
+from skill.inspection.render import visible
 from skill.inspection.reports import load_report, save_report
+from skill.inspection.revealed import content_key, revealed_keys
 from skill.inspection.schema import (
     MAX_SAMPLES,
     Flag,
@@ -43,21 +48,31 @@ from skill.sampling.progress import Progress
 from skill.sampling.schema import SamplingSettings
 from skill.state import new_id
 
-MAX_COLLECTED = 256  # samples scored (statistics and the draw's pool); the draw puts 50-60 of them before a reader
+MAX_COLLECTED = 1024  # samples scored (statistics and the draw's pool); at a 2% pass rate, about 20 passes
+
+
+class Collected(BaseModel):
+    """The samples to score, where they came from, and whose they are."""
+
+    samples: list[SuppliedSample]
+    source: str
+    policy_model: str | None = None
+    earlier: InspectionReport | None = None
 
 
 def _collect(
     request: InspectionRequest, progress: Progress | None, should_stop: Callable[[], bool] | None
-) -> tuple[list[SuppliedSample], str]:
+) -> Collected:
     if request.samples is not None:
-        return request.samples, "supplied"
+        return Collected(samples=request.samples, source="supplied")
     if request.samples_of is not None:
         earlier = load_report(request.samples_of)
         samples = [
             SuppliedSample(prompt=s.prompt, completion=s.completion, columns=s.columns, group=s.group)
             for s in earlier.samples
         ]
-        return samples, f"the samples of inspection {earlier.id} ({earlier.source})"
+        source = f"the samples of inspection {earlier.id} ({earlier.source})"
+        return Collected(samples=samples, source=source, policy_model=earlier.policy_model, earlier=earlier)
     if request.route_decision_id is not None:
         decision, saved = load_route(request.route_decision_id)
         if decision.measured_on is not None:
@@ -71,7 +86,8 @@ def _collect(
             )
             for s in saved
         ]
-        return samples, f"route_check probe {request.route_decision_id}"
+        model = decision.measured_on.model if decision.measured_on is not None else None
+        return Collected(samples=samples, source=f"route_check probe {request.route_decision_id}", policy_model=model)
     generate = request.generate
     assert generate is not None
     probe = ProbeSpec(
@@ -99,7 +115,8 @@ def _collect(
     ]
     used = sampled.sampled_with
     revision = f", revision {used.model_revision}" if used.model_revision else ""
-    return samples, f"sampled from {generate.model} by {used.engine} {used.version} on {used.device}{revision}"
+    source = f"sampled from {generate.model} by {used.engine} {used.version} on {used.device}{revision}"
+    return Collected(samples=samples, source=source, policy_model=generate.model)
 
 
 def _stats_and_flags(
@@ -118,12 +135,14 @@ def inspect_rewards(
 ) -> InspectionReport:
     """Run every reward on 50-100 samples, compute statistics and flags, probe known hacks, store the report.
 
-    The verdict is 'pending' until a reader records a review (record_review). ``should_stop`` (checked between
-    sampling batches) cancels a ``generate`` request before anything is stored.
+    The verdict is 'pending' until a reader records a review (record_review). Returns the report as a reader
+    may see it before labelling: no score, statistic or probe figure (they are sealed until the labels).
+    ``should_stop`` (checked between sampling batches) cancels a ``generate`` request before anything is stored.
     """
     started = time.perf_counter()
     reward_fingerprint(request.rewards)  # the allowlist, before any sampling or import
-    samples, source = _collect(request, progress, should_stop)
+    collected = _collect(request, progress, should_stop)
+    samples = collected.samples
     if len(samples) < MIN_SAMPLES:
         raise SkillError(
             f"Only {len(samples)} sample{'s' if len(samples) != 1 else ''}: a reward read needs at least "
@@ -139,7 +158,13 @@ def inspect_rewards(
         progress(2, 3, f"ran {len(scored.probes)} hack probes")
     stats, flags = _stats_and_flags(request.rewards, results, scored.timing)
     flags += hack_flags(scored.probes) + scored.flags
-    drawn, draw = balanced_draw(results, request.rewards)
+    if collected.earlier is not None:  # the same samples under the same ids: the earlier read still applies
+        drawn, draw = list(range(len(results))), f"The samples of inspection {collected.earlier.id}, ids kept."
+    else:
+        seen = revealed_keys()
+        unseen = {result.id for result in results if content_key(result) not in seen}
+        drawn, draw = balanced_draw(results, request.rewards, unseen=unseen)
+        flags += outcome_flags([results[i] for i in drawn], results, request.rewards, flags)
     renumber = {old: new for new, old in enumerate(drawn)}  # a flag's evidence, among the samples drawn
     for flag in flags:
         flag.evidence = [renumber[old] for old in flag.evidence if old in renumber]
@@ -149,7 +174,8 @@ def inspect_rewards(
         rewards=request.rewards,
         reward_fingerprint=scored.fingerprint,
         fingerprint_parts=scored.fingerprint_parts,
-        source=source,
+        source=collected.source,
+        policy_model=collected.policy_model,
         samples=[results[old].model_copy(update={"id": new}) for new, old in enumerate(drawn)],
         stats=stats,
         flags=flags,
@@ -158,7 +184,9 @@ def inspect_rewards(
         read_roles=read_roles(request.rewards),
         seconds=round(time.perf_counter() - started, 3),
     )
-    report = carry_labels(save_report(report))
+    report = save_report(report)
+    if collected.earlier is not None:
+        report = carry_read(report, collected.earlier)
     if progress is not None:
         progress(3, 3, f"report {report.id} written")
-    return report
+    return visible(report)

@@ -65,8 +65,8 @@ class InspectionRequest(BaseModel):
     generate: GenerateSamples | None = None
     tokenizer: str | None = Field(
         default=None,
-        description="The model whose tokenizer gives rewards their completion_ids (default: generate's model; else "
-        "pseudo-ids, 1 per 4 characters).",
+        description="The model whose tokenizer gives rewards completion_ids (default: generate's model, else "
+        "4-character pseudo-ids).",
     )
 
     @model_validator(mode="after")
@@ -166,14 +166,17 @@ class Disagreement(BaseModel):
 
 
 class Agreement(BaseModel):
-    """How far a reward agrees with the reader's labels as first submitted (blind): Cohen's kappa."""
+    """How far a reward agrees with the reader's first labels, counting only labels given blind."""
 
     reward: str
     role: str
-    kappa: float | None = Field(description="None when reader and reward are both constant over the samples.")
-    samples: int = Field(description="Samples with a decided (pass/fail) first label and a score.")
+    samples: int = Field(description="Samples with a decided (pass/fail) first label given blind, and a score.")
     reader_passes: int
     reward_passes: int
+    disagreeing: int = Field(description="Of those samples, the ones where the reward and the first label differ.")
+    p_value: float = Field(
+        description="Fisher's exact test, one-sided: the chance that labels unrelated to the reward agree this well."
+    )
 
 
 class Review(BaseModel):
@@ -186,7 +189,12 @@ class Review(BaseModel):
     )
     carried: dict[int, str] = Field(
         default_factory=dict,
-        description="sample id -> the earlier inspection whose read labelled it (the reward's regression set).",
+        description="sample id -> the earlier inspection whose read labelled it (samples_of: the same reader's).",
+    )
+    seen_before: dict[int, list[str]] = Field(
+        default_factory=dict,
+        description="sample id -> the roles labelled after the sample's content had been revealed on this state "
+        "root: recorded, never counted.",
     )
     labelled_at: str = ""
     amendments: list[Amendment] = Field(default_factory=list)
@@ -209,6 +217,10 @@ class InspectionReport(BaseModel):
         default_factory=dict, description="Each fingerprinted part's hash: names the reward that changed since."
     )
     source: str = Field(description="Where the samples came from.")
+    policy_model: str | None = Field(
+        default=None,
+        description="The model that wrote the samples (route_check's probe or generate); None: supplied samples.",
+    )
     samples: list[SampleResult]
     stats: dict[str, RewardStats]
     flags: list[Flag]
@@ -318,7 +330,9 @@ class ReviewOutcome(BaseModel):
     disagreements: list[Disagreement] = Field(
         default_factory=list, description="After the reveal: each sample where a reward and your label differ."
     )
-    agreement: list[Agreement] = Field(default_factory=list, description="Each reward against your first labels.")
+    agreement: list[Agreement] = Field(
+        default_factory=list, description="Each reward against your first labels given blind."
+    )
     stamp: str = Field(
         description="What a run on these rewards shows ('reviewed: ...' or 'reward not reviewed: ...'); empty "
         "when the gate stays shut."

@@ -47,8 +47,8 @@ class MemoryRequest(BaseModel):
     )
     mixed_precision: bool | None = Field(
         default=None,
-        description="Train under bf16/fp16 autocast (GRPOConfig bf16/fp16): activations, caches and vLLM in half "
-        "precision while the weights keep `dtype` (float32 master weights in a full fine-tune); default: on GPUs.",
+        description="bf16/fp16 autocast (GRPOConfig bf16/fp16): activations, caches and vLLM in half precision, "
+        "weights in `dtype` (fp32 masters in a full fine-tune); default: on GPUs.",
     )
     lora_r: int = Field(default=16, gt=0)
     lora_targets: Literal["all-linear", "attention"] = "all-linear"

@@ -97,10 +97,13 @@ class RecipeRequest(BaseModel):
     report_to: Tracker | None = Field(default=None, description="Tracker; default trackio if installed, else none.")
     sharding: Sharding | None = Field(
         default=None,
-        description="How several trainers share the training state: ddp, zero2, zero3 or fsdp2. Default: DDP when "
-        "the whole state fits each GPU, else ZeRO-3. The memory verdict, time estimate and launch files follow it.",
+        description="How trainers share the training state; default: DDP when it fits each GPU, else ZeRO-3. The "
+        "memory verdict, time and launch files follow it.",
     )
     price_per_gpu_hour: float | None = Field(default=None, ge=0, description="Price of one GPU-hour, for a cost.")
+    require_policy_samples: bool = Field(
+        default=False, description="Open the gate only on a read of samples this model wrote (probe or generate)."
+    )
 
     @field_validator("route_decision_id")
     @classmethod
@@ -315,6 +318,8 @@ def _attach_provenance(recipe: GRPORecipe, request: RecipeRequest, route_line: s
     if route_line is not None:
         recipe.provenance.route_decision = request.route_decision_id
         recipe.provenance.validation.append(route_line)
+    if request.require_policy_samples:
+        recipe.provenance.policy_samples_of = recipe.model.name
     _attach_inspection(recipe)
     composite = check_composite(request.rewards)
     recipe.provenance.validation.extend(f"Composite rewards: {warning}" for warning in composite.warnings)
@@ -390,7 +395,7 @@ def _attach_inspection(recipe: GRPORecipe) -> None:
     """The gate's answer for the rewards at the weights TRL will use (read-only: no reward code is imported; a
     module off the allowlist is refused here)."""
     try:
-        gate = open_gate(recipe.rewards, recipe.trl)
+        gate = open_gate(recipe.rewards, recipe.trl, policy_model=recipe.provenance.policy_samples_of)
     except GateClosed as exc:
         recipe.provenance.validation.append(f"Inspection: {exc.problem} run_grpo will refuse until one passes.")
         return

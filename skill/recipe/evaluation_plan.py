@@ -42,8 +42,7 @@ class EvaluationPlan(BaseModel):
 
     every_steps: int = Field(
         ge=0,
-        description="Score the held-out sample every this many steps, before the first and after the last; "
-        "0: no held-out evaluation.",
+        description="Held-out scoring every this many steps, and before the first and after the last; 0: none.",
     )
     prompts: int = Field(default=16, ge=1, le=4096, description="Held-out prompts in the fixed sample.")
     generations: int = Field(default=2, ge=1, le=64, description="Completions per held-out prompt.")

@@ -38,8 +38,7 @@ class ModelSpec(BaseModel):
     parameters_billions: float | None = Field(
         default=None,
         gt=0,
-        description="Parameter count in billions; wins when sent. Otherwise read from the model's config.json (a "
-        "local directory, the Hub cache, or fetched from the Hub): needed only when that cannot be read.",
+        description="Parameter count in billions, when the model's config.json cannot be read (it wins when sent).",
     )
     architecture: str | None = Field(default=None, description="Architecture name (e.g. 'LlamaForCausalLM').")
 
@@ -88,6 +87,9 @@ class Provenance(BaseModel):
         default_factory=list, description="How the recipe was proven acceptable to the installed TRL."
     )
     inspection_id: str | None = Field(default=None, description="Passed reward inspection this recipe relies on.")
+    policy_samples_of: str | None = Field(
+        default=None, description="Only a read of this model's own samples opens the gate (require_policy_samples)."
+    )
     reward_review: str | None = Field(
         default=None, description="How that inspection was reviewed: 'reviewed: ...' or 'reward not reviewed: ...'."
     )

@@ -325,6 +325,8 @@ class GuardedUserReward:
         self.__name__ = getattr(inner, "__name__", None) or type(inner).__name__
         self.__qualname__ = self.__name__
         self.__doc__ = inner.__doc__
+        if callable(getattr(inner, "extract", None)):  # what the reveal shows it read: ``fn.extract = callable``
+            self.extract = inner.extract
         self.scored = 0
         self.failures = 0
         self.last_errors: list[str] = []

@@ -74,8 +74,7 @@ class RunRequest(BaseModel):
     )
     sharding: Sharding | None = Field(
         default=None,
-        description="Re-plan how trainers share the training state (the memory check and launch files follow); "
-        "default: the recipe's plan.",
+        description="Re-plan the sharding (the memory check and launch files follow); default: the recipe's.",
     )
     rehearse: bool = Field(
         default=False,
@@ -247,7 +246,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     """Every check, then the run directory, built aside and renamed into place: never half-written."""
 
     validate_recipe(recipe)  # as strictly as emit_grpo_config: a hand-edited recipe is refused here, not in training
-    gate = open_gate(recipe.rewards, recipe.trl)  # never overridable
+    gate = open_gate(recipe.rewards, recipe.trl, policy_model=recipe.provenance.policy_samples_of)  # never overridable
     if request.force and not request.force_reason.strip():
         raise SkillError(
             "force needs a recorded reason.", "Send force_reason explaining why the checks are overridden."
@@ -344,7 +343,7 @@ def _gate_resume(directory: Path, record: RunRecord) -> None:
     """A resumed run trains on the reward code as it is now: the same gate as a new run, recorded again."""
     recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
     try:
-        gate = open_gate(recipe.rewards, recipe.trl)
+        gate = open_gate(recipe.rewards, recipe.trl, policy_model=recipe.provenance.policy_samples_of)
     except SkillError as exc:
         raise SkillError(f"Run {record.run_id} cannot resume: {exc.problem}", exc.fix) from None
     record.inspection_id, record.review = gate.inspection_id, gate.stamp

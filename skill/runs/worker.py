@@ -259,7 +259,12 @@ def stamp_reward_review(run_dir: Path, recipe: GRPORecipe, writer: bool) -> str:
     """The gate once more, in this training process (fresh imports: the code it is about to train on), and its
     stamp where the run's metrics are read: metrics.header.json beside metrics.jsonl, and the log. The inspection
     the run started on answers while it still opens the gate (another one may have passed since)."""
-    gate = open_gate(recipe.rewards, recipe.trl, preferred=read_record(run_dir).inspection_id)
+    gate = open_gate(
+        recipe.rewards,
+        recipe.trl,
+        preferred=read_record(run_dir).inspection_id,
+        policy_model=recipe.provenance.policy_samples_of,
+    )
     if writer:
         header = {"run_id": run_dir.name, "reward_review": gate.stamp, **gate.model_dump(exclude={"stamp"})}
         write_atomically(run_dir / METRICS_HEADER, json.dumps(header, indent=1))
