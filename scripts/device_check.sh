@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (DESIGN.md section 6): the memory estimator against the measured peaks of real GRPO steps, then the
+# The GPU check (docs/architecture.md §7): the memory estimator against the measured peaks of real GRPO steps, then the
 # product itself on the card (scripts/gpu_run_check.py: run_grpo with a kill and a resume).
 # On a machine with a CUDA GPU, torch, transformers and peft (no trl, no datasets, no network):
 #   bash scripts/device_check.sh

@@ -10,10 +10,12 @@ without torch, transformers or TRL.
 >>> sorted(set(TOOLS) - set(__all__))
 []
 
-Packages, from the faces down (each one's docstring says what it owns and what it may import):
-``demo`` (the embedded walkthrough; nothing in the core imports it) → ``runs`` (jobs, worker,
-health) → ``routing``, ``inspection``, ``recipe`` (the capabilities) → ``rewards``, ``memory``,
-``hardware``, ``sampling``, ``data``, ``models`` → ``state``, ``errors``.
+Packages, from the faces down (each one's docstring says what it owns and what it may import; the layers:
+docs/architecture.md §2): ``demo`` (the embedded walkthrough; nothing in the core imports it) → ``runs``
+(jobs, worker, health) → ``routing``, ``inspection``, ``recipe`` (the capabilities) → ``memory``, ``timing``
+(the estimates) → ``rewards``, ``hardware``, ``sampling``, ``data``, ``models`` → ``state``, ``errors``,
+``intervals`` (the statistics the tools decide on), ``hub_errors`` (a failed Hub access in words a user can act
+on).
 """
 
 from __future__ import annotations

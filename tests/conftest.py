@@ -16,7 +16,7 @@ TARGET_TESTS_ENV = "GRPO_RLVR_TARGET_TESTS"
 # by `make test` with its own interpreter; the main run leaves it out.
 collect_ignore = [] if os.environ.get(TARGET_TESTS_ENV) else ["target"]
 
-# Our machines reach no model hub (DESIGN.md section 5): the tests run as a user without a network would, with
+# Our machines reach no model hub (docs/architecture.md §7): the tests run as a user without a network would, with
 # huggingface_hub's and datasets' own offline switches set before either library is imported. Without them a hub
 # id the tests name only to see it refused costs datasets' five retries (about 45 s) per load. The tests of the
 # Hub paths themselves (tests/test_model_loading.py) start fresh processes with the environment they need.

@@ -179,7 +179,7 @@ def test_function_level_imports_of_the_project_say_why():
     assert unexplained == []
 
 
-# Dependencies point down: a package may import only packages of a lower layer (DESIGN.md §2).
+# Dependencies point down: a package may import only packages of a lower layer (docs/architecture.md §2).
 LAYERS = (
     ("errors", "intervals"),
     ("state", "skill", "hub_errors"),  # ``skill`` is the package face; modules read only its __version__
@@ -310,3 +310,18 @@ def test_the_package_face_names_the_ten_tools_and_resolves_them():
         assert getattr(skill, name) is not None
     with pytest.raises(AttributeError):
         _ = skill.not_a_tool
+
+
+def test_each_package_names_every_module_it_owns():
+    """A package's ``__init__`` docstring is its inventory: every module and subpackage on disk appears in it as
+    ``name`` (a module added without a line there, or one removed and still named, is a drift)."""
+    drifts = []
+    for init in sorted([*(REPOSITORY / "skill").rglob("__init__.py"), REPOSITORY / "server" / "__init__.py"]):
+        package = init.parent
+        if "__pycache__" in package.parts:
+            continue
+        owned = {path.stem for path in package.glob("*.py") if path.stem != "__init__"}
+        owned |= {path.name for path in package.iterdir() if (path / "__init__.py").is_file()}
+        named = set(re.findall(r"``(\w+)/?``", ast.get_docstring(ast.parse(init.read_text())) or ""))
+        drifts += [f"{package.relative_to(REPOSITORY)}: {name} is not named" for name in sorted(owned - named)]
+    assert drifts == []

@@ -29,7 +29,7 @@ def test_demo_pipeline_runs_every_stage_for_real():
     # The demo passes the gate with a blind read by a program, and says so on screen and in the run's status.
     assert "read blind by a program" in text and "imports nothing from skill.rewards" in text
     assert "verdict: passed" in text
-    # The estimated step time before training, the measured one beside it after (issue 30).
+    # The estimated step time before training, the measured one beside it after.
     assert "time, estimated before training: ~" in text
     assert f"time per step: estimated {result.estimated_seconds_per_step:.1f} s | measured " in text
     assert result.measured_seconds_per_step > 0

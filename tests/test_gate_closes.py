@@ -1,4 +1,4 @@
-"""Issue 14: the ways the gate opened on rewards other than the ones read, each refused with the message a user
+"""The ways the gate once opened on rewards other than the ones read, each refused with the message a user
 sees (a resumed run, an edited helper module, a module the server imported before the edit, weights overridden
 after the read, a module off the allowlist), and the one door left without a read, stamped everywhere. Readers
 who do not read are tests/test_blind_read.py's.

@@ -168,7 +168,7 @@ def test_a_real_run_writes_everything_and_follows_the_recipe(tiny_model_dir, dat
     assert header["reward_review"].startswith("reviewed: program tester labelled 60 samples blind")
     assert header["max_steps"] == 3  # the trainer's planned length, which run_status reads for epoch-based runs
     assert status.reward_review == header["reward_review"]
-    # the estimate stored at the start (issue 30) is compared with the measured s/step, and feeds the ETA
+    # the estimate stored at the start is compared with the measured s/step, and feeds the ETA
     assert (directory / "estimate.json").is_file() and status.estimated_seconds_per_step > 0
     assert status.time_comparison.startswith("measured ") and "vs estimated" in status.time_comparison
     card_recipe = json.loads(card.split("```json", 1)[1].split("```", 1)[0])

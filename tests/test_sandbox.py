@@ -279,7 +279,7 @@ def test_a_bubblewrap_without_size_warns_and_says_so(caplog, monkeypatch):
     assert sandbox.isolation_status()["tmpfs_sized"] is True  # bubblewrap 0.8.0 here
 
 
-# --- The tests' own namespace: a candidate cannot shadow or patch what the tests use (issue 13, item 4) ---
+# --- The tests' own namespace: a candidate cannot shadow or patch what the tests use ---
 
 VOLUME_TEST = "assert math.isclose(volume_sphere(10), 4188.79, rel_tol=0.001)"
 VOLUME_IN_CHILD = "assert math.isclose(volume_sphere(10), 4 / 3 * math.pi * 10 ** 3, rel_tol=0.001)"  # no literal

@@ -1,5 +1,5 @@
 """The step-time estimate (skill.timing): monotonic where it must be, bandwidth-bound decode, money only when
-priced, refusals, and the validation table (issue 30)."""
+priced, refusals, and the validation table."""
 
 from __future__ import annotations
 

@@ -1,9 +1,20 @@
 """Recipe: the validated GRPO recipe (``GRPORecipe``), how it is made and how it is rendered.
 
-Owns: ``schema`` (the contract), ``seed`` (the reference values), ``emit`` (``emit_grpo_config``),
-``variants`` (Dr. GRPO, DAPO, GSPO, ...), ``trl_contract`` (what the installed TRL accepts),
-``script`` (the rendered training script), ``plan_checks`` (what a sharding demands: refusals with the
-alternative, reentrant checkpointing) and ``launch`` (the launch files for GPUs and nodes).
+Owns, by concept:
+
+- the contract and its maker: ``schema`` (``GRPORecipe``), ``emit`` (``emit_grpo_config``);
+- deciding the fields: ``seed`` (the reference values), ``field_decisions`` (every GRPOConfig field, set or
+  left to TRL with why), ``field_values`` (the values a field may take), ``precision`` (load dtype and mixed
+  precision), ``prompts`` (the prompt budget), ``completion_budget`` (``max_completion_length``),
+  ``group_arithmetic`` (TRL's generation-batch arithmetic), ``evaluation_plan`` (held-out scoring),
+  ``vllm_decisions`` (the vLLM path's numbers), ``reference_price`` (what beta > 0 costs), ``tracking``
+  (``report_to``), ``variants`` (Dr. GRPO, DAPO, GSPO, ...), ``step_time`` (the recipe's time estimate);
+- checking: ``stack`` (the target stack), ``trl_contract`` (what the installed TRL accepts),
+  ``compatibility`` (cross-field refusals), ``plan_checks`` (what a sharding demands), ``validation`` (a recipe
+  as run_grpo receives it);
+- rendering and launching: ``script`` (the training script), ``launch_commands`` (the command lines by role
+  and node), ``node_script`` (``launch_node.sh``), ``slurm_script`` (``slurm.sbatch``), ``launch`` (the launch
+  files for GPUs and nodes).
 May import: ``hardware``, ``memory``, ``models``, ``rewards``, ``inspection`` (the gate), ``routing``
 (stored routes), ``data``, ``errors``.
 """

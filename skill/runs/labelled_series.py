@@ -12,7 +12,7 @@ worker's in-training evaluation logs them. So batch noise, group uniformity and 
 those of the stated shape. What each failure looks like (the curves) is in FAILURE_PROFILES; healthy
 runs draw their curves from ranges (``healthy_profile``).
 
-The two measured runs of this project (DESIGN.md §5, bench/demo_result.json) are reconstructed at the
+The two measured runs of this project (docs/architecture.md §7, bench/demo_result.json) are reconstructed at the
 demo's shape from their reported first/last-10-step means (``measured_runs``), and the demo's own rows
 as its worker logged them (``demo_metrics.jsonl``, `grpo-rlvr demo --yes` on 2 CPU cores, 2026-12-01)
 are labelled as they are (``real_demo_run``): nothing to say while it learns, the prompts solved by its end.
@@ -392,7 +392,7 @@ def _matching(first: float, last: float, steps: int = 40, window: int = 10) -> C
 def measured_runs(seeds: Any = range(5)) -> list[LabelledRun]:
     """The project's two measured 40-step CPU runs at the demo's shape: the demo (correctness 1.0 / format 0.2,
     correctness 0.25 -> 0.79, bench/demo_result.json; healthy) and the equal-weights run (format 0.11 -> 0.85,
-    correctness 0.19 -> 0.12, DESIGN.md §5; well-formed but wrong)."""
+    correctness 0.19 -> 0.12, docs/architecture.md §7; well-formed but wrong)."""
     runs = []
     for seed in seeds:
         rng = random.Random(seed)

@@ -9,7 +9,7 @@ Rank 0 asks the server through TRL's own client (``VLLMClient``, the one its tra
   them (``num_generations`` completions, the recipe's temperature and completion budget). Every completion must
   fit the budget, and one that stops early must end on a token the trainer's tokenizer counts as the end: TRL
   masks a completion at the trainer's eos, so a server stopping on another token (the embedded GGUF tokenizer's
-  eos is wrong for vLLM, DESIGN §7) trains on completions it counts as cut off.
+  eos is wrong for vLLM, docs/architecture.md §7) trains on completions it counts as cut off.
 
 The answers go to ``vllm_server_check.json`` and the log; a mismatch stops the run before GRPOTrainer loads,
 with what differs. May import: ``recipe``, ``models``, ``errors``.

@@ -12,10 +12,11 @@ end-of-completion tokens (the generation config's and the tokenizer's eos), the 
   environment variable, never from a request.
 
 ``auto`` takes vLLM when it is installed and a CUDA GPU is present, else transformers: on a CPU vLLM's engine
-start (70-130 s on 2 cores, DESIGN.md section 7) outweighs its speed for a probe of a few hundred samples. Every
+start (70-130 s on 2 cores, docs/architecture.md §7) outweighs its speed for a probe of a few hundred samples. Every
 result names its engine, version, device, seed and the model's revision (``Sampled.sampled_with``).
 
 Modules: ``schema`` (the contracts), ``engines`` (``sample_completions`` and the choice), ``progress`` (progress and
-cancellation), ``prompts`` (the tokenizer, template and end tokens every engine shares), and one module per engine.
+cancellation), ``prompts`` (the tokenizer, template and end tokens every engine shares), and one module per engine:
+``transformers_engine``, ``vllm_engine``, ``endpoint``.
 May import: ``models``, ``errors``.
 """

@@ -5,7 +5,7 @@ template or special tokens of its own; it stops on the same end tokens as the ot
 prompt has its own seed (the settings' seed + its index), so a prompt's completions do not depend on its batch;
 vLLM's CPU build fails on per-request seeds ("CPU Generator does not use offset", 0.31), so there the engine is
 built with the settings' seed and requests take its generator. On a GPU
-vLLM takes GPU_MEMORY_SHARE of the device; on vLLM's CPU build the share is of host RAM (DESIGN.md section 7:
+vLLM takes GPU_MEMORY_SHARE of the device; on vLLM's CPU build the share is of host RAM (docs/architecture.md §7:
 0.15 works on 24 GiB, the GPU default fails).
 """
 
@@ -95,7 +95,7 @@ def sample_vllm(
 def sampling_params(factory: Any, settings: SamplingSettings, ends: list[int], index: int | None) -> Any:
     """vLLM's SamplingParams for one prompt: pure sampling at the temperature (greedy at 0), its own seed (none for
     ``index`` None: the engine's generator), the engines' common end tokens (vLLM's own eos is not trusted:
-    DESIGN.md section 7)."""
+    docs/architecture.md §7)."""
     return factory(
         n=settings.n,
         temperature=settings.temperature,

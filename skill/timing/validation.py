@@ -21,7 +21,7 @@ from skill.timing.estimate import estimate_step_time
 from skill.timing.schema import StepTimeRequest
 
 ROWS_FILE = Path(__file__).with_name("published_step_times.json")
-CPU_TOLERANCE = 0.3  # the CPU rows must be within 30% on this machine (issue 30)
+CPU_TOLERANCE = 0.3  # the CPU rows must be within 30% on this machine
 
 
 class PublishedStepTime(BaseModel):
