@@ -29,7 +29,6 @@ from server.http_transport import check_binding, configured_token, run_http
 from server.mcp_resources import register_documents, register_prompts, register_state_resources, register_tool_schemas
 from server.mcp_tools import TOOL_SPECS, strip_doctests, tool_description
 from server.stdio_transport import serve_stdio as serve_lines
-from server.thread_guards import serialise_ast_parse
 from server.tool_errors import ToolContract, invalid_arguments, shown, tool_message
 from server.tool_schemas import publish_compact_schemas
 
@@ -132,7 +131,6 @@ def build_server() -> GrpoServer:
         server_version = version("grpo-rlvr")
     except PackageNotFoundError:  # run from a checkout without installing
         server_version = "0"
-    serialise_ast_parse()  # tools parse source in worker threads: see server.thread_guards
     tools, contracts = _build_tools()
     server = GrpoServer(
         tools,

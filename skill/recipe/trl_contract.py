@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from packaging.version import Version
 
 from skill.errors import SkillError
+from skill.python_source import parse
 from skill.recipe.stack import STACK_FILE, lowest_allowed
 
 ENUMERATED_FIELDS = (
@@ -159,7 +160,7 @@ def supported_choices() -> dict[str, tuple[str, ...]]:
     """
     found: dict[str, set[str]] = {name: set() for name in ENUMERATED_FIELDS}
     for module in ("trl.trainer.grpo_trainer", "trl.trainer.grpo_config"):
-        tree = ast.parse(_trl_source(module).read_text())
+        tree = parse(_trl_source(module).read_text())
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)):
                 continue

@@ -31,6 +31,7 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 from skill.errors import SkillError
+from skill.python_source import parse
 from skill.rewards.registry import allow_user_module, registered_reward
 from skill.rewards.spec import RewardSpec
 
@@ -106,7 +107,7 @@ def _is_local(path: Path) -> bool:
 def _imported_names(path: Path, module: str, is_package: bool) -> set[str]:
     """Every module name an ``import`` in the file may load (functions and conditional blocks included)."""
     try:
-        tree = ast.parse(path.read_bytes())
+        tree = parse(path.read_bytes())
     except (SyntaxError, ValueError):
         return set()
     package = module if is_package else module.rpartition(".")[0]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from skill.errors import SkillError
+from skill.python_source import parse
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 _SETUP_STATEMENTS = (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.ClassDef)
@@ -202,7 +203,7 @@ def candidate_parts(expression: str, names: list[str]) -> tuple[list[str], str]:
                 return ast.Subscript(ast.Name("__values__", ast.Load()), index, ast.Load())
             return self.generic_visit(node)
 
-    tree = Replace().visit(ast.parse(expression, mode="eval"))
+    tree = Replace().visit(parse(expression, mode="eval"))
     return parts, ast.unparse(ast.fix_missing_locations(tree))
 
 
@@ -218,7 +219,7 @@ def _statements(source: str, entry_point: str | None) -> list[ast.stmt]:
     """Top-level statements of test source; HumanEval's ``def check(candidate)`` is replaced by its body
     with ``candidate`` renamed to ``entry_point``."""
     try:
-        statements = ast.parse(source).body
+        statements = parse(source).body
     except SyntaxError as exc:
         raise SkillError(f"A test does not parse: {exc}.", "Send valid Python asserts.") from None
     result: list[ast.stmt] = []
@@ -283,7 +284,7 @@ def _names(source: str) -> tuple[set[str], set[str], set[str]]:
     """Names ``source`` reads, names it binds anywhere (assignments, parameters, imports, definitions), and
     names it uses as ``name.attr``."""
     read, bound, bases = set(), set(), set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Name):
             (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, ast.arg):
@@ -339,7 +340,7 @@ def parse_suite(value: Any, entry_point: str | None = None, allow_unconverted: b
     parts = [_setup_text(item) for item in (setup if isinstance(setup, list | tuple) else [setup])]
     try:
         for part in parts:
-            ast.parse(part)
+            parse(part)
     except SyntaxError as exc:
         raise SkillError(f"The test setup does not parse: {exc}.", "Send valid Python setup code.") from None
     if isinstance(value, str):
