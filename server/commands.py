@@ -24,7 +24,7 @@ from skill.inspection.schema import InspectionRequest, ReviewRequest
 from skill.memory.estimate import MemoryRequest, estimate_memory
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launch import launch_files, write_launch_files
-from skill.recipe.schema import GRPORecipe
+from skill.recipe.schema import load_recipe
 from skill.routing.route import RouteRequest, route_check
 from skill.runs.held_out import summary_line
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
@@ -342,7 +342,7 @@ def command_run(args: argparse.Namespace) -> None:
 
     recipe = None
     if args.recipe:
-        recipe = GRPORecipe.model_validate_json(Path(args.recipe).read_text())
+        recipe = load_recipe(Path(args.recipe))
     engine: dict[str, Any] = {"kind": "this_machine"}
     if args.slurm is not None:
         text = Path(args.slurm).read_text() if Path(args.slurm).is_file() else args.slurm

@@ -96,3 +96,14 @@ def test_state_root_flag_is_honoured(tmp_path, monkeypatch, capsys):
     assert main(["--state-root", str(tmp_path / "state"), "demo", "--recipe-only", "--output", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["model"]["name"] == "embedded:SmolLM2-135M-Instruct"
     assert state_root() == tmp_path / "state"
+
+
+def test_a_recipe_file_that_is_missing_or_not_a_recipe_is_refused_with_what_is_wrong(tmp_path):
+    missing = grpo_rlvr("run", str(tmp_path / "recipe.json"))
+    assert missing.returncode == 2 and "Cannot read the recipe" in missing.stderr, missing.stderr
+    assert "grpo-rlvr config --output json > recipe.json" in missing.stderr
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"model": {"name": "x"}, "method": "full"}))
+    refused = grpo_rlvr("run", str(foreign))
+    assert refused.returncode == 2 and "is not a recipe this version reads" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr

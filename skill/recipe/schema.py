@@ -7,11 +7,13 @@ variant applied, one reason per chosen value, and where it came from.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skill.data import DatasetSpec
+from skill.errors import SkillError
 from skill.hardware.layout import MEMORY_SHARDING, LaunchPlan, Sharding
 from skill.hardware.specs import HardwareSpec
 from skill.memory.schema import MemoryRequest
@@ -199,6 +201,28 @@ class GRPORecipe(BaseModel):
         lines.extend(f"    {reason.field}={reason.value!r}: {reason.reason}" for reason in self.reasons)
         lines.extend(f"  note: {note}" for note in self.provenance.validation)
         return "\n".join(lines)
+
+
+def load_recipe(path: Path) -> GRPORecipe:
+    """The recipe in a file (one a user saved from emit_grpo_config, or a run's ``recipe.json``): the one reader of
+    recipe files, so a missing, torn or foreign file says what is wrong wherever it is read."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SkillError(
+            f"Cannot read the recipe {path}: {exc.strerror or exc}.",
+            "Send the path of a recipe file emit_grpo_config wrote (grpo-rlvr config --output json > recipe.json).",
+        ) from None
+    try:
+        return GRPORecipe.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise SkillError(
+            f"{path} is not a recipe this version reads ({exc.error_count()} problem(s); first: {where}: "
+            f"{first['msg']}).",
+            "Emit it again with emit_grpo_config, or mend the field named.",
+        ) from None
 
 
 def describe_hardware(hardware: HardwareSpec) -> str:

@@ -40,7 +40,16 @@ from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, starts_vllm_s
 from skill.recipe.node_script import SERVER_DIED_EXIT, VLLM_LOG
 from skill.recipe.schema import GRPORecipe
 from skill.runs.rehearsal import rehearsal_environment
-from skill.runs.store import FINAL_STATES, RunRecord, is_alive, process_start_ticks, read_record, tail, write_record
+from skill.runs.store import (
+    FINAL_STATES,
+    RunRecord,
+    is_alive,
+    process_start_ticks,
+    read_recipe,
+    read_record,
+    tail,
+    write_record,
+)
 
 EngineName = Literal["local", "accelerate", "slurm"]
 CANCEL_GRACE_S = 10.0
@@ -130,7 +139,7 @@ class ProcessEngine:
     def submit(self, directory: Path, resume: bool) -> RunRecord:
         """Start the launcher (free ports picked now and recorded), detached from the caller."""
         record = read_record(directory)
-        recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
+        recipe = read_recipe(directory)
         record.engine, record.ports = self.name, self.ports(recipe)
         record.command = self.command(directory, resume)
         ports = {f"{role.upper()}_PORT": str(port) for role, port in record.ports.items()}

@@ -32,6 +32,7 @@ from skill.runs.store import (
     RunState,
     planned_steps,
     read_jsonl,
+    read_recipe,
     read_record,
     run_dir,
     runs_root,
@@ -176,7 +177,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
     timing = time_fields(directory, per_step, len(training), planned - step if planned else None, record.state)
     warnings = []
     if metrics:
-        recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
+        recipe = read_recipe(directory)
         shape = shape_of(recipe.trl, recipe.launch.training_processes, recipe.evaluation)
         trl = recipe.trl
         # A run that ended (cancelled or failed too) is judged at its own end, not at a share of a plan it left.
@@ -341,7 +342,7 @@ def _rehearsal_plan(request: RunRequest, recipe: GRPORecipe) -> tuple[GRPORecipe
 
 def _gate_resume(directory: Path, record: RunRecord) -> None:
     """A resumed run trains on the reward code as it is now: the same gate as a new run, recorded again."""
-    recipe = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
+    recipe = read_recipe(directory)
     try:
         gate = open_gate(recipe.rewards, recipe.trl, policy_model=recipe.provenance.policy_samples_of)
     except SkillError as exc:
@@ -397,7 +398,7 @@ def _start(request: RunRequest) -> RunStatus:
         record = _refresh(directory)
         if record.state in ("starting", "running"):
             raise SkillError(f"Run {record.run_id} is still running.", "Cancel it first, or wait.")
-        recorded = GRPORecipe.model_validate_json((directory / "recipe.json").read_text())
+        recorded = read_recipe(directory)
         processes, nodes = recorded.launch.training_processes, recorded.hardware.nodes
         changed = request.sharding not in (None, recorded.launch.sharding)
         if request.processes not in (1, processes) or request.nodes not in (1, nodes) or changed:

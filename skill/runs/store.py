@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from skill.errors import SkillError
+from skill.recipe.schema import GRPORecipe, load_recipe
 from skill.state import exclusive_lock, state_dir, validate_identifier, write_atomically
 
 RunState = Literal["starting", "running", "succeeded", "failed", "cancelled"]
@@ -110,6 +111,11 @@ def start_lock() -> Iterator[None]:
     """
     with exclusive_lock(runs_root() / START_LOCK):
         yield
+
+
+def read_recipe(directory: Path) -> GRPORecipe:
+    """The recipe a run directory trains (its ``recipe.json``)."""
+    return load_recipe(directory / "recipe.json")
 
 
 def read_record(directory: Path) -> RunRecord:

@@ -57,6 +57,7 @@ from skill.runs.store import (
     append_jsonl,
     keep_steps_up_to,
     read_jsonl,
+    read_recipe,
     read_record,
     write_record,
 )
@@ -362,7 +363,7 @@ def main(argv: list[str]) -> int:
         record.state, record.started_at = "running", record.started_at or time.time()
         write_record(run_dir, record)
     try:
-        recipe = GRPORecipe.model_validate_json((run_dir / "recipe.json").read_text())
+        recipe = read_recipe(run_dir)
         install_server_sync_replacement(run_dir, recipe)  # a rehearsal of a server plan: before TRL opens NCCL
         install_fsdp_on_cpu(run_dir, recipe)  # a rehearsal of an FSDP2 plan: before the Accelerator is built
         train(run_dir, recipe, resume)
