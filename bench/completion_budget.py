@@ -24,7 +24,7 @@ def _case(name: str, dataset: Any, verifier: Any, rewards: list[Any], fresh_rows
     from skill.data import load_rows
     from skill.intervals import wilson_interval
     from skill.recipe.completion_budget import reference_answer_tokens, size_completion_budget
-    from skill.recipe.seed import SEED
+    from skill.recipe.seed_recipe import SEED
     from skill.routing.evidence import measure_lengths
     from skill.routing.probe import ProbeSpec, run_probe
     from skill.sampling.engines import sample_completions

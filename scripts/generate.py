@@ -137,7 +137,7 @@ def _reward_catalogue() -> str:
 
 
 def _seed_table() -> str:
-    from skill.recipe.seed import SEED
+    from skill.recipe.seed_recipe import SEED
 
     lines = ["| GRPOConfig field | value | why |", "|---|---|---|"]
     lines.extend(f"| `{field}` | `{value!r}` | {reason} |" for field, (value, reason) in SEED.items())

@@ -4,7 +4,7 @@ The flow as a user runs it: route_check's default probe (8 prompts x 8 x 32 toke
 GRPO and measures the model's completion lengths, which size the recipe's max_completion_length (32: it cuts 39%
 of the probe's completions; skill.recipe.completion_budget); the rewards are accepted unread on the probe's
 samples. The seed's GPU values (lr 5e-7, beta 0.01, 4 groups of 8) left a 10-step CPU run flat; the CPU target's
-short-run values (skill.recipe.seed.CPU_SHORT_RUN) must lift held-out pass@1 as run_status reports it: the run's
+short-run values (skill.recipe.seed_recipe.CPU_SHORT_RUN) must lift held-out pass@1 as run_status reports it: the run's
 own evaluation of held-out prompts (never trained on) before the first step and after the last, the lift beyond
 1.96 binomial standard errors of the difference over the completions scored (the sample is fixed, so the
 completions drawn are the only noise between the two; skill.runs.held_out). The rewards are the composite the
@@ -37,7 +37,7 @@ from skill.inspection.schema import InspectionRequest, ReviewRequest
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.evaluation_plan import EvaluationPlan
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.seed import CPU_SHORT_RUN
+from skill.recipe.seed_recipe import CPU_SHORT_RUN
 from skill.rewards.spec import RewardSpec
 from skill.routing.probe import ProbeSpec
 from skill.routing.route import RouteDecision, RouteRequest, route_check

@@ -3,7 +3,7 @@
 Owns, by concept:
 
 - the contract and its maker: ``schema`` (``GRPORecipe``), ``emit`` (``emit_grpo_config``);
-- deciding the fields: ``seed`` (the reference values), ``field_decisions`` (every GRPOConfig field, set or
+- deciding the fields: ``seed_recipe`` (the reference values), ``field_decisions`` (every GRPOConfig field, set or
   left to TRL with why), ``field_values`` (the values a field may take), ``precision`` (load dtype and mixed
   precision), ``prompts`` (the prompt budget), ``completion_budget`` (``max_completion_length``),
   ``group_arithmetic`` (TRL's generation-batch arithmetic), ``evaluation_plan`` (held-out scoring),

@@ -45,7 +45,7 @@ from skill.recipe.schema import (
     RecipeReason,
     target_is_this_machine,
 )
-from skill.recipe.seed import CPU_SHORT_RUN, SEED
+from skill.recipe.seed_recipe import CPU_SHORT_RUN, SEED
 from skill.recipe.step_time import attach_time_estimate
 from skill.recipe.tracking import Tracker, tracking_fields
 from skill.recipe.trl_contract import (

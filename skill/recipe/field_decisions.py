@@ -1,6 +1,6 @@
 """Every GRPOConfig field decided: set by the recipe (with why), or left to TRL's default (with why).
 
-``seed.py`` holds the values; this table holds the decision for every field TRL 1.16's ``GRPOConfig`` adds over
+``seed_recipe.py`` holds the values; this table holds the decision for every field TRL 1.16's ``GRPOConfig`` adds over
 ``TrainingArguments`` (trl/trainer/grpo_config.py), plus the ``TrainingArguments`` fields that change a GRPO run
 (precision, checkpointing, logging, seed, schedule). A new TRL release that adds a field fails
 ``undecided_fields()`` (tests/test_field_decisions.py), so what it added is read before a recipe ships it; one

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from skill.errors import SkillError
-from skill.recipe.seed import GROUP_SIZE_FLOOR
+from skill.recipe.seed_recipe import GROUP_SIZE_FLOOR
 
 
 def check_group_arithmetic(trl: dict[str, Any], world_size: int) -> None:
