@@ -129,6 +129,7 @@ def run_method(method: str, model: Path, data: Path, device: str, specs: list, t
     from skill.memory.estimate import estimate_memory
     from skill.recipe.emit import RecipeRequest, emit_grpo_config
     from skill.recipe.evaluation_plan import EvaluationPlan
+    from skill.recipe.memory_request import memory_request
     from skill.recipe.schema import DatasetSpec, ModelSpec
     from skill.runs.jobs import RunRequest, run_grpo
     from skill.runs.store import read_record, run_dir
@@ -161,7 +162,7 @@ def run_method(method: str, model: Path, data: Path, device: str, specs: list, t
         final = wait_for(run_id, lambda s: s.state not in ("starting", "running"))
     finally:
         stop.set()
-    estimate = estimate_memory(recipe.memory_request())
+    estimate = estimate_memory(memory_request(recipe))
     return {
         "method": method,
         "recipe": {"hardware": recipe.hardware.model_dump(), "sharding": recipe.launch.sharding},

@@ -25,6 +25,7 @@ from skill.memory.estimate import MemoryRequest, estimate_memory
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launch import launch_files, write_launch_files
 from skill.recipe.schema import load_recipe
+from skill.recipe.script import render_script
 from skill.routing.route import RouteRequest, route_check
 from skill.runs.held_out import summary_line
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
@@ -114,7 +115,7 @@ def _print_recipe(recipe: Any, output: str, directory: str = "grpo-launch") -> N
     if output == "json":
         print(recipe.model_dump_json(indent=2))
     elif output == "script":
-        print(recipe.to_script())
+        print(render_script(recipe))
     elif output == "launch":
         plan = launch_files(recipe)
         for path in write_launch_files(plan, directory):

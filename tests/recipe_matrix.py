@@ -17,6 +17,7 @@ from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launch import SCRIPT_FILE, launch_files
 from skill.recipe.schema import DatasetSpec, GRPORecipe, ModelSpec
+from skill.recipe.script import render_script
 from skill.rewards.spec import RewardSpec
 
 MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
@@ -101,6 +102,6 @@ def script_kwargs(configuration: Configuration) -> tuple[dict[str, Any], int, GR
     """(GRPOConfig keywords of the script the target runs, its training processes, the recipe)."""
     recipe = emit(configuration)
     if configuration.gpus_per_node * configuration.nodes == 1:
-        return config_kwargs(recipe.to_script()), recipe.launch.training_processes, recipe
+        return config_kwargs(render_script(recipe)), recipe.launch.training_processes, recipe
     plan = launch_files(recipe, configuration.sharding)
     return config_kwargs(plan.files[SCRIPT_FILE]), plan.training_processes, recipe

@@ -3,8 +3,8 @@ point one way, no reaching into another module's private names, heavy or cyclic 
 a comment says why.
 
 The import graph is read with ``ast`` (no module is imported), counting imports inside functions
-too — a function-level import that closes a cycle is still a cycle — but not those under
-``if TYPE_CHECKING:``, which never run.
+too — a function-level import that closes a cycle is still a cycle — and those under ``if TYPE_CHECKING:``: a
+cycle a type annotation needs is a design that goes both ways.
 """
 
 from __future__ import annotations
@@ -49,16 +49,6 @@ def project_modules() -> dict[str, Path]:
     }
 
 
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    """ids of the nodes inside ``if TYPE_CHECKING:`` blocks."""
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                skipped.update(id(inner) for inner in ast.walk(child))
-    return skipped
-
-
 def _function_nodes(tree: ast.AST) -> set[int]:
     inside: set[int] = set()
     for node in ast.walk(tree):
@@ -71,12 +61,10 @@ def _function_nodes(tree: ast.AST) -> set[int]:
 def imports_of(path: Path, importer: str, known: set[str]) -> list[ImportEdge]:
     """Every import of a project module in one file, resolved to module names (``from pkg import mod`` is mod)."""
     tree = ast.parse(path.read_text())
-    skipped, in_function = _type_checking_nodes(tree), _function_nodes(tree)
+    in_function = _function_nodes(tree)
     package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
     edges = []
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         targets: list[tuple[str, tuple[str, ...]]] = []
         if isinstance(node, ast.Import):
             targets = [(alias.name, ()) for alias in node.names]

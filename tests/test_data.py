@@ -29,6 +29,7 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.models.sources import EMBEDDED_MODEL_ID, embedded_tokenizer_dir
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.memory_request import memory_request
 from skill.recipe.prompts import BUDGET_STEP, SAMPLE_ROWS, percentile
 from skill.recipe.schema import ModelSpec
 from skill.rewards.registry import build_reward_function
@@ -185,7 +186,7 @@ def test_emit_sizes_the_prompt_budget_and_vllm_context_from_measured_prompts(tok
     assert recipe.trl["vllm_max_model_length"] == budget + recipe.trl["max_completion_length"]
     reason = reason_for(recipe, "dataset.max_prompt_tokens")
     assert "measured on 5 prompts" in reason and f"max {longest}" in reason and "longer" not in reason
-    assert recipe.memory_request().prompt_length == budget  # the memory estimate follows the measured budget
+    assert memory_request(recipe).prompt_length == budget  # the memory estimate follows the measured budget
 
 
 def test_a_stated_budget_is_kept_and_longer_prompts_are_announced(tokenizer):

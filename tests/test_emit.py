@@ -8,7 +8,7 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.trl_contract import supported_choices
+from skill.recipe.trl_contract import recipe_grpo_config, supported_choices
 from skill.rewards.spec import RewardSpec
 
 REWARDS = [
@@ -111,7 +111,7 @@ def test_qlora_loads_the_base_in_nf4():
 def test_gpu_recipe_is_proven_on_this_cpu_with_only_device_fields_neutralised():
     recipe = emit_grpo_config(request())
     assert any("bf16=False" in note and "every other field as emitted" in note for note in recipe.provenance.validation)
-    config = recipe.to_grpo_config(output_dir="unused")
+    config = recipe_grpo_config(recipe, output_dir="unused")
     assert type(config).__name__ == "GRPOConfig"
     assert config.learning_rate == 5e-7 and config.num_generations == 8 and config.beta == 0.01
 

@@ -24,6 +24,7 @@ from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.evaluation_plan import EvaluationPlan
 from skill.recipe.launch import launch_files, with_sharding, write_launch_files
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, SCRIPT_FILE
+from skill.recipe.memory_request import memory_request
 from skill.recipe.schema import ModelSpec
 from skill.recipe.script import needed_packages
 from skill.runs.checks import check_memory, check_packages
@@ -47,9 +48,9 @@ def test_the_flagship_full_fine_tune_passes_the_memory_check_of_the_plan_it_runs
 def test_the_caller_chooses_the_sharding_in_emit_and_it_is_refused_as_a_grpo_field():
     recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8, sharding="zero2")
     assert recipe.launch.sharding == "zero2" and recipe.launch.sharding_reason == "zero2: chosen by the caller."
-    zero2 = estimate_memory(recipe.memory_request("zero2")).peak_gib
+    zero2 = estimate_memory(memory_request(recipe, "zero2")).peak_gib
     assert recipe.provenance.memory_estimate["peak_gib"] == pytest.approx(zero2)  # the verdict weighs the choice
-    assert zero2 != pytest.approx(estimate_memory(recipe.memory_request("zero3")).peak_gib)
+    assert zero2 != pytest.approx(estimate_memory(memory_request(recipe, "zero3")).peak_gib)
     assert yaml.safe_load(launch_files(recipe).files[CONFIG_FILE])["deepspeed_config"]["zero_stage"] == 2
     overridden = RecipeRequest(
         model=ModelSpec(name="Qwen/Qwen2.5-7B-Instruct"),

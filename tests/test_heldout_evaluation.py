@@ -16,6 +16,7 @@ from skill.inspection.schema import InspectionRequest, SuppliedSample
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
 from skill.recipe.schema import DatasetSpec, ModelSpec
+from skill.recipe.trl_contract import recipe_grpo_config
 from skill.rewards.spec import RewardSpec
 from skill.runs.held_out import is_evaluation
 from skill.runs.jobs import RunRequest, run_grpo, run_logs, run_status
@@ -87,7 +88,7 @@ def test_the_recipe_states_the_plan_and_takes_an_override(tiny_model_dir, tmp_pa
     recipe = tiny_recipe(tiny_model_dir, data, steps=40)
     assert recipe.evaluation.every_steps == 5 and recipe.evaluation.reason
     assert "held-out evaluation: before step 1, every 5 steps and at the end, on 16 prompts x 2" in recipe.summary()
-    config = recipe.to_grpo_config()  # the plan's kwargs build a real GRPOConfig
+    config = recipe_grpo_config(recipe)  # the plan's kwargs build a real GRPOConfig
     assert config.eval_strategy == "no"  # a recipe's own config is unchanged; the worker adds evaluation
     asked = EvaluationPlan(every_steps=3, prompts=4, generations=2, reason="test")
     assert tiny_recipe(tiny_model_dir, data, 40, asked).evaluation == asked

@@ -26,7 +26,10 @@ from skill.recipe.launch import (
     launch_files,
     write_launch_files,
 )
+from skill.recipe.memory_request import memory_request
 from skill.recipe.schema import DatasetSpec, ModelSpec
+from skill.recipe.script import render_script
+from skill.recipe.trl_contract import recipe_grpo_config
 from skill.rewards.spec import RewardSpec
 from skill.runs.store import read_jsonl
 
@@ -99,7 +102,7 @@ def test_plan_files_parse_and_match_the_recipe(case, tmp_path):
 
     train = [command for name, command in plan.commands.items() if name.startswith("train")]
     assert recipe.launch.commands == plan.commands  # emit's result shows the plan's own command lines
-    assert all(f"  {role}: {command}" in recipe.to_script() for role, command in plan.commands.items())
+    assert all(f"  {role}: {command}" in render_script(recipe) for role, command in plan.commands.items())
     if launch.launcher == "python":  # one process: no launcher around it
         assert train == [f"python {SCRIPT_FILE} --output-dir grpo-output"]
         train = []
@@ -117,7 +120,7 @@ def test_plan_files_parse_and_match_the_recipe(case, tmp_path):
     else:
         assert "vllm (node 0)" not in plan.commands and "vllm-serve" not in plan.files[NODE_SCRIPT]
 
-    assert plan.files[SCRIPT_FILE] == recipe.to_script()
+    assert plan.files[SCRIPT_FILE] == render_script(recipe)
     ast.parse(plan.files[SCRIPT_FILE])
     for name in (NODE_SCRIPT, SLURM_SCRIPT):
         (tmp_path / name).write_text(plan.files[name])
@@ -156,8 +159,8 @@ def test_default_sharding_follows_the_memory_estimate():
     small = launch_files(gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8))
     assert small.sharding == "ddp" and "whole training state" in small.sharding_reason
     big_recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8)
-    whole = estimate_memory(big_recipe.memory_request("ddp"))
-    sharded = estimate_memory(big_recipe.memory_request())  # the plan's own sharding, decided at emit
+    whole = estimate_memory(memory_request(big_recipe, "ddp"))
+    sharded = estimate_memory(memory_request(big_recipe))  # the plan's own sharding, decided at emit
     assert not whole.fits and sharded.fits
     assert big_recipe.launch.sharding == "zero3"
     # The verdict a user reads follows the plan that runs (it said "does NOT fit" under DDP while naming zero3).
@@ -176,7 +179,7 @@ def test_the_memory_estimate_and_the_launch_planner_agree_on_the_vllm_server_gpu
 
     recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="lora")
     assert (recipe.launch.vllm_server_gpus, recipe.launch.training_processes) == (2, 2)
-    from_recipe = recipe.memory_request().model_copy(update={"sharding": "zero3"})
+    from_recipe = memory_request(recipe).model_copy(update={"sharding": "zero3"})
     standalone = from_recipe.model_copy(update={"training_processes": None})
     assert standalone.vllm_mode == "server"
     assert training_processes(standalone) == recipe.launch.training_processes
@@ -231,7 +234,7 @@ def test_every_qlora_recipe_generates_without_vllm_and_qlora_through_vllm_is_ref
 def estimate_of(recipe):
     from skill.memory.estimate import estimate_memory
 
-    return estimate_memory(recipe.memory_request())
+    return estimate_memory(memory_request(recipe))
 
 
 def test_a_70b_lora_plan_whose_first_weight_sync_cannot_fit_is_refused_with_alternatives_that_fit():
@@ -242,7 +245,7 @@ def test_a_70b_lora_plan_whose_first_weight_sync_cannot_fit_is_refused_with_alte
     with pytest.raises(SkillError, match="first weight sync") as refused:  # refused where it is emitted
         gpu_recipe("meta-llama/Llama-3.1-70B-Instruct", "H100", 8, 2, method="lora")
     recipe = gpu_recipe("meta-llama/Llama-3.1-70B-Instruct", "H100", 8, 2, method="lora", sharding="ddp")
-    sharded = estimate_memory(recipe.memory_request("zero3"))
+    sharded = estimate_memory(memory_request(recipe, "zero3"))
     assert sharded.peak_train_gib < sharded.capacity_gib < sharded.peak_sync_gib
     problem, alternatives = refused.value.problem, refused.value.fix
     assert f"({sharded.components.weight_gather:.1f} GiB)" in problem and "vllm_mode does not matter" in problem
@@ -278,7 +281,7 @@ def test_peft_under_zero3_that_fits_gets_reentrant_checkpointing_under_the_name_
     assert f"{flag}_kwargs={{'use_reentrant': True}}" in plan.files[SCRIPT_FILE]
     assert any(note.startswith(f"{flag}_kwargs=") for note in plan.notes)
     kwargs = config_kwargs(plan.files[SCRIPT_FILE])
-    built = recipe.model_copy(update={"trl": kwargs}).to_grpo_config()
+    built = recipe_grpo_config(recipe.model_copy(update={"trl": kwargs}))
     fields = {field.name for field in dataclasses.fields(GRPOConfig)}
     read = (
         "activation_checkpointing_kwargs"
@@ -286,9 +289,9 @@ def test_peft_under_zero3_that_fits_gets_reentrant_checkpointing_under_the_name_
         else "gradient_checkpointing_kwargs"
     )
     assert getattr(built, read) == {"use_reentrant": True}  # what Trainer passes to the model's checkpointing
-    assert launch_files(recipe, "zero2").files[SCRIPT_FILE] == recipe.to_script()  # only ZeRO-3 needs it
+    assert launch_files(recipe, "zero2").files[SCRIPT_FILE] == render_script(recipe)  # only ZeRO-3 needs it
     assert launch_files(gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8), "zero3").files[SCRIPT_FILE] == (
-        gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8).to_script()
+        render_script(gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "H100", 8))
     )  # nor a full fine-tune
 
 
@@ -334,7 +337,7 @@ def test_the_rendered_script_stops_at_its_start_naming_the_extra_it_needs(tmp_pa
         pytest.skip("bitsandbytes is installed here")
     recipe = gpu_recipe("Qwen/Qwen2.5-7B-Instruct", "A10G", 4, method="qlora", vllm_mode="colocate")
     script = tmp_path / SCRIPT_FILE
-    script.write_text(recipe.to_script())
+    script.write_text(render_script(recipe))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "this recipe needs" in done.stderr and "bitsandbytes" in done.stderr

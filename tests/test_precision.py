@@ -14,6 +14,7 @@ from skill.memory.estimate import estimate_memory
 from skill.memory.schema import GIB
 from skill.models.size import resolve_shape
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.memory_request import memory_request
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 
@@ -67,7 +68,7 @@ def test_peft_keeps_lora_adapters_in_float32_on_a_bf16_base(tiny_model_dir):
 
 
 def test_the_estimate_counts_fp32_master_weights_and_half_precision_compute():
-    full = emit_grpo_config(request()).memory_request()
+    full = memory_request(emit_grpo_config(request()))
     assert full.dtype == "float32" and full.mixed_precision is True
     parameters = resolve_shape(MODEL).parameters()
     estimate = estimate_memory(full)

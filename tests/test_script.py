@@ -16,6 +16,7 @@ from skill.demo.pipeline import demo_recipe_request
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
+from skill.recipe.script import render_script
 from skill.rewards.spec import RewardSpec
 from skill.runs import checks
 
@@ -45,7 +46,7 @@ def test_multi_gpu_script_names_the_launch_commands():
             ),
         )
     )
-    script = recipe.to_script()
+    script = render_script(recipe)
     ast.parse(script)
     assert "trl vllm-serve --model Qwen/Qwen2.5-7B-Instruct" in script
     assert "accelerate launch --config_file accelerate_config.yaml --num_processes 7" in script
@@ -54,7 +55,7 @@ def test_multi_gpu_script_names_the_launch_commands():
 
 
 def test_demo_script_uses_the_embedded_model_and_task():
-    script = emit_grpo_config(demo_recipe_request()).to_script()
+    script = render_script(emit_grpo_config(demo_recipe_request()))
     ast.parse(script)
     assert "resolve_model_path('embedded:SmolLM2-135M-Instruct')" in script
     assert "'name': 'embedded:addition'" in script
@@ -83,7 +84,7 @@ def test_rendered_script_loads_the_rows_run_grpo_would(tiny_model_dir, tmp_path)
     # A stated budget of 80 tokens drops the two longest of the five prompts (93 and 88 tokens: rows 3 and 4).
     recipe = gsm8k_recipe(tiny_model_dir, GSM8K_SAMPLE.model_copy(update={"max_prompt_tokens": 80}))
     path = tmp_path / "train_grpo.py"
-    path.write_text(recipe.to_script())
+    path.write_text(render_script(recipe))
     module_spec = importlib.util.spec_from_file_location("rendered_train_grpo", path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)  # runs the script's top level, not main()
@@ -98,7 +99,7 @@ def test_rendered_script_loads_the_rows_run_grpo_would(tiny_model_dir, tmp_path)
 def test_rendered_script_trains_one_step(tiny_model_dir, tmp_path):
     recipe = gsm8k_recipe(tiny_model_dir)
     script = tmp_path / "train_grpo.py"
-    script.write_text(recipe.to_script())
+    script.write_text(render_script(recipe))
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     result = subprocess.run(
         [sys.executable, str(script), "--output-dir", str(tmp_path / "out")],

@@ -12,6 +12,7 @@ from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
+from skill.recipe.trl_contract import recipe_grpo_config
 from skill.recipe.variants import LOSS_VARIANTS, VARIANTS, apply_variants, select_variants
 from skill.rewards.registry import build_reward_functions
 from skill.rewards.spec import RewardSpec
@@ -52,7 +53,7 @@ def train_one_step(recipe, model_dir, output_dir):
     trainer = GRPOTrainer(
         model=str(model_dir),
         reward_funcs=build_reward_functions(recipe.rewards),
-        args=recipe.to_grpo_config(output_dir=str(output_dir)),
+        args=recipe_grpo_config(recipe, output_dir=str(output_dir)),
         train_dataset=Dataset.from_list(addition_rows(32)),
     )
     trainer.train()

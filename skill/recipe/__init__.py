@@ -2,14 +2,15 @@
 
 Owns, by concept:
 
-- the contract and its maker: ``schema`` (``GRPORecipe``), ``emit`` (``emit_grpo_config``);
+- the contract and its maker: ``schema`` (``GRPORecipe``, data only), ``emit`` (``emit_grpo_config``);
 - deciding the fields: ``seed_recipe`` (the reference values), ``field_decisions`` (every GRPOConfig field, set or
   left to TRL with why), ``field_values`` (the values a field may take), ``precision`` (load dtype and mixed
   precision), ``prompts`` (the prompt budget), ``completion_budget`` (``max_completion_length``),
   ``group_arithmetic`` (TRL's generation-batch arithmetic), ``evaluation_plan`` (held-out scoring),
   ``vllm_decisions`` (the vLLM path's numbers), ``reference_price`` (what beta > 0 costs), ``tracking``
   (``report_to``), ``variants`` (Dr. GRPO, DAPO, GSPO, ...), ``step_time`` (the recipe's time estimate);
-- checking: ``stack`` (the target stack), ``trl_contract`` (what the installed TRL accepts),
+- checking: ``stack`` (the target stack), ``trl_contract`` (what the installed TRL accepts, and a recipe's
+  real GRPOConfig), ``memory_request`` (the memory request a recipe implies),
   ``compatibility`` (cross-field refusals), ``plan_checks`` (what a sharding demands), ``validation`` (a recipe
   as run_grpo receives it);
 - rendering and launching: ``script`` (the training script), ``launch_commands`` (the command lines by role

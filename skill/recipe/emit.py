@@ -32,6 +32,7 @@ from skill.recipe.field_values import check_field_values
 from skill.recipe.group_arithmetic import check_group_arithmetic
 from skill.recipe.launch import with_sharding
 from skill.recipe.launch_commands import launch_commands
+from skill.recipe.memory_request import memory_request
 from skill.recipe.plan_checks import QLORA_GENERATION, refuse_quantized_vllm
 from skill.recipe.precision import check_master_weights, precision_fields
 from skill.recipe.prompts import size_prompt_budget
@@ -378,7 +379,7 @@ def _decide_kwargs(
 
 def _attach_memory_estimate(recipe: GRPORecipe) -> None:
     try:
-        estimate = estimate_memory(recipe.memory_request())
+        estimate = estimate_memory(memory_request(recipe))
     except SkillError as exc:
         recipe.provenance.validation.append(f"Memory not estimated: {exc.problem}")
         return

@@ -2,7 +2,7 @@
 
 Nothing here trains: ``accelerate launch`` runs a trainer under DDP, DeepSpeed ZeRO-2/3 or FSDP2 (on a CPU, DDP
 over gloo); ``trl vllm-serve`` serves generation on GPUs of its own in server mode; ``sbatch`` starts one launcher
-per node. The trainer is the recipe's own script (``recipe.to_script()``) for a hand launch, or the project's
+per node. The trainer is the recipe's own script (``render_script(recipe)``) for a hand launch, or the project's
 worker when ``run_grpo`` launches the same files (``bash launch_node.sh -m skill.runs.worker RUN_DIR``). The plan
 is data (YAML text, shell text, a layout of GPUs per node), so tests check it without a GPU. The layout is
 ``hardware.layout``'s: the vLLM server takes GPUs 0..K-1 of node 0, trainers take every other GPU. accelerate
@@ -37,10 +37,11 @@ from skill.recipe.launch_commands import (
     starts_vllm_server,
     uses_vllm_server,
 )
+from skill.recipe.memory_request import memory_request
 from skill.recipe.node_script import node_script
 from skill.recipe.plan_checks import refuse_unlaunchable, refuse_whole_model_gather, with_reentrant_checkpointing
 from skill.recipe.schema import GRPORecipe
-from skill.recipe.script import INSTALL_HINTS, needed_packages
+from skill.recipe.script import INSTALL_HINTS, needed_packages, render_script
 from skill.recipe.slurm_script import slurm_script
 
 
@@ -71,7 +72,7 @@ def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
     if recipe.launch.training_processes == 1:
         return "ddp", "one training process: nothing to shard over."
     try:
-        whole = estimate_memory(recipe.memory_request("ddp"))
+        whole = estimate_memory(memory_request(recipe, "ddp"))
     except SkillError as exc:
         return "ddp", f"DDP: memory not estimated ({exc.problem}); pass sharding='zero3' if a GPU cannot hold it."
     if whole.fits:
@@ -85,8 +86,8 @@ def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
             "sharding an NF4 base needs bnb_4bit_quant_storage, which the recipe does not set; see the remedies."
         )
     processes = recipe.launch.training_processes
-    zero3 = estimate_memory(recipe.memory_request("zero3"))
-    zero2 = estimate_memory(recipe.memory_request("zero2"))
+    zero3 = estimate_memory(memory_request(recipe, "zero3"))
+    zero2 = estimate_memory(memory_request(recipe, "zero2"))
     reason = (
         f"ZeRO-3: with DDP each GPU would need {whole.peak_gib:.1f} GiB of {whole.capacity_gib:.1f}; sharding "
         f"weights, gradients and optimizer states over {processes} training processes brings it to "
@@ -267,7 +268,7 @@ def launch_files(recipe: GRPORecipe, sharding: Sharding | None = None) -> Launch
     needs = plan_needs(recipe, chosen)
     files = {
         CONFIG_FILE: accelerate_config(recipe, chosen),
-        SCRIPT_FILE: recipe.to_script(),
+        SCRIPT_FILE: render_script(recipe),
         NODE_SCRIPT: node_script(recipe, nodes, chosen, needs),
         SLURM_SCRIPT: slurm_script(recipe),
     }

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from skill.hardware.layout import gpu_list, node_layouts
 from skill.models.sources import is_embedded
 
-if TYPE_CHECKING:  # the schema renders the script, whose docstring shows these commands
+if TYPE_CHECKING:  # annotations only: the commands are read from a recipe, never built into one
     from skill.recipe.schema import GRPORecipe
 
 CONFIG_FILE = "accelerate_config.yaml"

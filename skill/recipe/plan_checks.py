@@ -23,6 +23,7 @@ from skill.memory.estimate import estimate_memory
 from skill.memory.gather import gathers_whole_model
 from skill.memory.schema import ALLOCATOR_SLACK, DTYPE_BYTES, GIB, MemoryEstimate
 from skill.recipe.launch_commands import starts_vllm_server, uses_vllm_server
+from skill.recipe.memory_request import memory_request
 from skill.recipe.schema import GRPORecipe, RecipeReason
 
 # Read in vLLM 0.31's source (vllm/model_executor/layers/quantization/__init__.py, QuantizationMethods) and TRL 1.16's
@@ -83,7 +84,7 @@ def _larger_gpu(recipe: GRPORecipe, sharding: Sharding) -> str | None:
         hardware = HardwareSpec(
             gpu_model=gpu.name, gpus_per_node=recipe.hardware.gpus_per_node, nodes=recipe.hardware.nodes
         )
-        request = recipe.memory_request(sharding).model_copy(update={"hardware": hardware, "training_processes": None})
+        request = memory_request(recipe, sharding).model_copy(update={"hardware": hardware, "training_processes": None})
         try:
             estimate = estimate_memory(request)
         except SkillError:
@@ -97,7 +98,7 @@ def _larger_gpu(recipe: GRPORecipe, sharding: Sharding) -> str | None:
 def gather_alternatives(recipe: GRPORecipe, sharding: Sharding, estimate: MemoryEstimate) -> list[str]:
     """The changes that fit, each re-estimated: layer-by-layer generation, QLoRA unsharded, larger GPUs, a smaller
     model."""
-    request = recipe.memory_request(sharding)
+    request = memory_request(recipe, sharding)
     found = []
     layered = estimate_memory(request.model_copy(update={"use_vllm": False, "ds3_gather_for_generation": False}))
     if layered.fits:
@@ -128,7 +129,7 @@ def gather_alternatives(recipe: GRPORecipe, sharding: Sharding, estimate: Memory
 def refuse_whole_model_gather(recipe: GRPORecipe, sharding: Sharding) -> None:
     """Refuse a plan whose whole-model gather (PEFT's sync into vLLM, or generation, under ZeRO-3) does not fit."""
     try:
-        request = recipe.memory_request(sharding)
+        request = memory_request(recipe, sharding)
         if not gathers_whole_model(request):
             return
         estimate = estimate_memory(request)

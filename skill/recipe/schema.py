@@ -2,7 +2,9 @@
 
 A recipe carries the GRPOConfig kwargs (``trl``) and everything around them a run needs: the
 model and how it is adapted, the data, the rewards, the target hardware and launch layout, the
-variant applied, one reason per chosen value, and where it came from.
+variant applied, one reason per chosen value, and where it came from. It is data: what is made from it lives
+with its maker (the GRPOConfig: ``trl_contract.recipe_grpo_config``; the memory request:
+``memory_request``; the script: ``script.render_script``; the launch files: ``launch``).
 """
 
 from __future__ import annotations
@@ -14,14 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skill.data import DatasetSpec
 from skill.errors import SkillError
-from skill.hardware.layout import MEMORY_SHARDING, LaunchPlan, Sharding
+from skill.hardware.layout import LaunchPlan
 from skill.hardware.specs import HardwareSpec
-from skill.memory.schema import MemoryRequest
-from skill.models.size import resolve_shape
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.recipe.evaluation_plan import EvaluationPlan
-from skill.recipe.script import render_script
-from skill.recipe.trl_contract import build_grpo_config
 from skill.recipe.variants import AppliedVariants
 from skill.rewards.spec import RewardSpec
 
@@ -121,57 +119,6 @@ class GRPORecipe(BaseModel):
     )
     reasons: list[RecipeReason] = Field(default_factory=list)
     provenance: Provenance
-
-    def to_grpo_config(self, output_dir: str = "grpo-output") -> Any:
-        """A real ``trl.GRPOConfig``; on a machine that is not the target, device fields are neutralised."""
-
-        config, _notes = build_grpo_config(
-            self.trl,
-            output_dir,
-            on_target=target_is_this_machine(self.hardware),
-            target_world_size=self.launch.training_processes,
-        )
-        return config
-
-    def memory_request(self, sharding: Sharding | None = None) -> Any:
-        """The MemoryRequest this recipe implies: every memory-relevant value as the recipe sets it, under its launch
-        plan's sharding (or ``sharding``, to weigh another), with TRL's ZeRO-3 generation gather as the recipe sets
-        it."""
-
-        trl = self.trl
-        sharding = sharding or self.launch.sharding or "ddp"
-        dtype = (trl.get("model_init_kwargs") or {}).get("dtype", "float32")  # TRL's default load dtype
-        return MemoryRequest(
-            shape=resolve_shape(self.model.name),
-            hardware=self.hardware,
-            method=self.method,
-            dtype=dtype,
-            mixed_precision=bool(trl.get("bf16") or trl.get("fp16")),  # autocast: activations and vLLM in half
-            lora_r=self.peft.r if self.peft else 16,
-            optimizer="adamw_8bit" if "8bit" in str(trl.get("optim", "")) else "adamw",
-            beta=trl.get("beta", 0.0),
-            per_device_train_batch_size=trl["per_device_train_batch_size"],
-            steps_per_generation=trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps", 1),
-            prompt_length=self.dataset.max_prompt_tokens,
-            completion_length=trl.get("max_completion_length", 256),
-            activation_checkpointing=bool(trl.get("activation_checkpointing", trl.get("gradient_checkpointing"))),
-            use_vllm=bool(trl.get("use_vllm", False)),
-            vllm_mode=trl.get("vllm_mode", "colocate"),
-            vllm_gpu_memory_utilization=trl.get("vllm_gpu_memory_utilization", 0.3),
-            vllm_enable_sleep_mode=bool(trl.get("vllm_enable_sleep_mode", False)),
-            # a colocated engine's split (skill.recipe.vllm_decisions); a server's size is the launch planner's
-            vllm_tensor_parallel_size=trl.get("vllm_tensor_parallel_size", 1)
-            if trl.get("vllm_mode") == "colocate"
-            else 1,
-            training_processes=self.launch.training_processes,
-            sharding=MEMORY_SHARDING[sharding],
-            ds3_gather_for_generation=bool(trl.get("ds3_gather_for_generation", True)),
-        )
-
-    def to_script(self) -> str:
-        """A runnable Python script (GRPOConfig + GRPOTrainer) for the target machine."""
-
-        return render_script(self)
 
     def summary(self) -> str:
         """A few human-readable lines: what will run where, and why."""

@@ -27,6 +27,7 @@ from packaging.version import Version
 
 from skill.errors import SkillError
 from skill.python_source import parse
+from skill.recipe.schema import GRPORecipe, target_is_this_machine
 from skill.recipe.stack import STACK_FILE, lowest_allowed
 
 ENUMERATED_FIELDS = (
@@ -282,3 +283,14 @@ def build_grpo_config(
     except (ValueError, TypeError) as exc:
         raise SkillError(f"The installed TRL rejected the config: {exc}", "Change the field it names.") from None
     return config, notes
+
+
+def recipe_grpo_config(recipe: GRPORecipe, output_dir: str = "grpo-output") -> Any:
+    """A real ``trl.GRPOConfig`` of a recipe; on a machine that is not the target, device fields are neutralised."""
+    config, _notes = build_grpo_config(
+        recipe.trl,
+        output_dir,
+        on_target=target_is_this_machine(recipe.hardware),
+        target_world_size=recipe.launch.training_processes,
+    )
+    return config

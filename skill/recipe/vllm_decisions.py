@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.memory.components import estimate_components, with_shape
+from skill.recipe.memory_request import memory_request
 from skill.recipe.schema import RecipeReason
 from skill.timing.estimate import sleep_mode_seconds_per_step
 
@@ -192,7 +193,7 @@ def decide_sleep_mode(recipe: Any, overridden: bool) -> None:
     if overridden or hardware.accelerator != "gpu" or not trl.get("use_vllm") or trl.get("vllm_mode") != "colocate":
         return
     try:
-        memory = recipe.memory_request()
+        memory = memory_request(recipe)
     except SkillError:  # no shape: nothing to decide from
         return
     share = trl.get("vllm_gpu_memory_utilization", 0.3) * (hardware.memory_gib_per_gpu or 1.0)

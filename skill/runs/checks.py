@@ -22,6 +22,7 @@ from skill.models.sources import resolve_tokenizer_path
 from skill.recipe.group_arithmetic import check_group_arithmetic
 from skill.recipe.launch import plan_needs
 from skill.recipe.launch_commands import uses_vllm_server
+from skill.recipe.memory_request import memory_request
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.tracking import check_trackers_installed
 from skill.routing.route import load_route
@@ -288,7 +289,7 @@ def _memory_request(recipe: GRPORecipe, force: bool, what: str) -> tuple[Any, li
     """The recipe's MemoryRequest; for a model whose shape cannot be resolved (config.json unreadable, a
     mixture-of-experts model), a refusal saying what to send, or under force none, with a note saying why."""
     try:
-        return recipe.memory_request(), []
+        return memory_request(recipe), []
     except SkillError as exc:
         if not force:
             raise SkillError(

@@ -42,6 +42,7 @@ from skill.memory.estimate import estimate_memory
 from skill.models.miniature import save_miniature
 from skill.recipe.launch import launch_files
 from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, SLURM_SCRIPT, uses_vllm_server
+from skill.recipe.memory_request import memory_request
 from skill.recipe.schema import GRPORecipe, describe_hardware
 from skill.recipe.slurm_script import SlurmSettings, slurm_script
 from skill.runs.checks import prompt_key
@@ -535,7 +536,7 @@ def install_fsdp_on_cpu(directory: Path, recipe: GRPORecipe) -> bool:
 def memory_verdict(recipe: GRPORecipe) -> str:
     """The memory estimate for the real target under its plan, in one line (the rehearsal itself uses a miniature)."""
     try:
-        estimate = estimate_memory(recipe.memory_request())
+        estimate = estimate_memory(memory_request(recipe))
     except SkillError as exc:
         return f"not estimated: {exc.problem}"
     verdict = "fits" if estimate.fits else "does NOT fit"

@@ -19,6 +19,7 @@ from recipe_matrix import config_kwargs
 from skill.data import addition_rows
 from skill.models.sources import embedded_tokenizer_dir
 from skill.recipe.stack import TARGET_STACK
+from skill.recipe.trl_contract import recipe_grpo_config
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -115,7 +116,7 @@ def test_a_peft_zero3_plan_gets_reentrant_checkpointing_where_transformers_5_17_
     )
     script = launch_files(recipe, "zero3").files[SCRIPT_FILE]
     kwargs = config_kwargs(script)
-    config = recipe.model_copy(update={"trl": kwargs}).to_grpo_config()
+    config = recipe_grpo_config(recipe.model_copy(update={"trl": kwargs}))
     trainer_source = (Path(importlib.import_module("transformers.trainer").__file__)).read_text()
     read = (
         "activation_checkpointing_kwargs"
