@@ -439,3 +439,47 @@ def test_equal_weights_run_that_learns_is_not_a_divergence_under_batch_noise(see
 def test_measured_equal_weights_run_is_caught_under_batch_noise(seed):
     metrics = measured((0.11, 0.85), (0.19, 0.12), seed=seed, noise=0.09)
     assert diagnose(metrics, EQUAL, shape=BatchShape(16, 8))[0].code == "reward_divergence"
+
+
+# --- the contract: a check declares itself, and a check that cannot run says so ------------------------------
+
+
+def test_every_check_declares_codes_a_rank_and_the_metrics_it_reads():
+    from skill.runs.health_check import registry
+
+    checks = registry()
+    assert [check.rank for check in checks] == sorted({check.rank for check in checks})  # unique, in order
+    assert tuple(code for check in checks for code in check.codes) == CAUSE_ORDER
+    assert len(CAUSE_ORDER) == len(set(CAUSE_ORDER)) == 17 and CAUSE_ORDER[-1] == "reward_plateau"
+    assert all(check.needs for check in checks)
+    plateau = next(check for check in checks if check.codes == ("reward_plateau",))
+    assert {"no_learning_signal_all_fail", "reward_divergence"} <= set(plateau.unless)
+
+
+def test_a_new_check_is_one_decorated_function_and_runs_in_its_rank(monkeypatch):
+    """The worked example of adding a check: one function where it belongs, nothing else edited."""
+    from skill.runs import health_check
+
+    monkeypatch.setattr(health_check, "_REGISTRY", list(health_check.registry()))  # the example leaves no trace
+
+    @health_check.health_check("tokens_per_second_drop", rank=115, needs=("tokens_per_second",))
+    def tokens_per_second_drop(view):
+        values = finite_values(view.metrics, "tokens_per_second")
+        if len(values) >= 4 and values[-1] < 0.5 * values[0]:
+            return health_check.HealthWarning(code="tokens_per_second_drop", severity="warning", message="slower")
+        return None
+
+    slower = [{"step": i, "tokens_per_second": 100.0 - 20 * i} for i in range(4)]
+    assert [w.code for w in diagnose(slower, EQUAL)] == ["tokens_per_second_drop"]
+    assert "tokens_per_second_drop" not in health_check.unchecked(slower)
+    assert "tokens_per_second_drop" in health_check.unchecked([{"step": 1, "reward": 0.5}])
+
+
+def test_checks_whose_metrics_were_never_logged_are_listed_not_read_as_healthy():
+    from skill.runs.health_check import unchecked
+
+    rewards_only = run(**{CORRECT_: ramp(0.2, 0.6), FORMAT_: ramp(0.3, 0.9)})
+    assert not [key for point in rewards_only for key in point if key in ("kl", "grad_norm", "entropy")]
+    skipped = unchecked(rewards_only)
+    assert {"kl_blowup", "gradient_spikes", "vanishing_gradients", "entropy_collapse"} <= set(skipped)
+    assert "plateau" not in skipped and "reward_divergence" not in skipped

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from skill.runs.health_check import health_check
 from skill.runs.health_warning import HealthWarning, RunView, make_warning
 from skill.runs.reward_checks import correctness_series, heldout_key
 from skill.runs.series import (
@@ -55,6 +56,7 @@ VANISH_RATIO = 0.05
 CLIP_LIMIT = 0.2
 
 
+@health_check("clipped_completions", rank=80, needs=("completions/clipped_ratio",))
 def clipped_completions(view: RunView) -> HealthWarning | None:
     key = "completions/clipped_ratio"
     values = finite_values(view.metrics, key)
@@ -93,6 +95,7 @@ def _steps_between_windows(view: RunView, key: str) -> float:
     return max(1.0, statistics.fmean(steps[-k:]) - statistics.fmean(steps[:k]))
 
 
+@health_check("entropy_collapse", rank=150, needs=("entropy",))
 def entropy_collapse(view: RunView) -> HealthWarning | None:
     entropy = trend_of(view.metrics, "entropy")
     if entropy is None or entropy.first <= 0 or entropy.last <= 0 or not falls(entropy, floor=0.0):
@@ -147,6 +150,7 @@ def learned(view: RunView) -> bool:
     return False
 
 
+@health_check("kl_blowup", rank=110, needs=("kl",))
 def kl_blowup(view: RunView) -> HealthWarning | None:
     kl = trend_of(view.metrics, "kl")
     if kl is None or kl.last < KL_LIMIT or kl.last < KL_RATIO * max(kl.first, 0.0) or not rises(kl, floor=0.0):
@@ -162,6 +166,7 @@ def kl_blowup(view: RunView) -> HealthWarning | None:
     )
 
 
+@health_check("gradient_spikes", rank=120, needs=("grad_norm",))
 def gradient_spikes(view: RunView) -> HealthWarning | None:
     points = [(p.get("step"), v) for p in view.metrics if (v := p.get("grad_norm")) is not None]
     points = [(step, float(v)) for step, v in points if isinstance(v, int | float) and math.isfinite(v)]
@@ -193,8 +198,10 @@ def instability_symptom(view: RunView, symptom: str) -> str | None:
     return "instability_despite_gspo" if view.sequence_ratios() else symptom
 
 
-def vanishing_gradients(view: RunView, zero_std_recent: float | None) -> HealthWarning | None:
+@health_check("vanishing_gradients", rank=160, needs=("grad_norm",))
+def vanishing_gradients(view: RunView) -> HealthWarning | None:
     values = finite_values(view.metrics, "grad_norm")
+    zero_std_recent = recent_mean(view.metrics, "frac_reward_zero_std")  # uniform groups explain small gradients
     if len(values) < 6 or (zero_std_recent is not None and zero_std_recent >= 0.5):
         return None
     k = max(3, len(values) // 4)
@@ -212,6 +219,9 @@ def vanishing_gradients(view: RunView, zero_std_recent: float | None) -> HealthW
     )
 
 
+@health_check(
+    "clip_saturation", rank=130, needs=("clip_ratio/region_mean", "clip_ratio/low_mean", "clip_ratio/high_mean")
+)
 def clip_saturation(view: RunView) -> HealthWarning | None:
     region = recent_mean(view.metrics, "clip_ratio/region_mean")
     if region is None:

@@ -11,8 +11,9 @@ reward that failed on a whole batch) are skipped, not read as zero. run_status r
 again while it trains: the verdicts on progress (flat, plateaued, diverging) scale their floors to the
 share of max_steps logged so far and raise their z on early reads (series.look_z), so a read at step 20
 of 200 is not judged as if the run had ended there. The checks and their thresholds:
-skill.runs.reward_checks and skill.runs.dynamics_checks; their detection rates on labelled series:
-skill.runs.labelled_series and bench/health_validation.py.
+skill.runs.reward_checks, skill.runs.dynamics_checks and skill.runs.loss_checks, each registered under the
+contract of skill.runs.health_check; their detection rates on labelled series: skill.runs.labelled_series and
+bench/health_validation.py.
 
 The absolute floors on reward means assume rewards in [0, 1], as the registry's format and
 correctness rewards are; the noise term scales with any reward.
@@ -23,38 +24,13 @@ from __future__ import annotations
 from typing import Any
 
 from skill.rewards.spec import RewardSpec
-from skill.runs import dynamics_checks, loss_checks, reward_checks
+from skill.runs import dynamics_checks, loss_checks, reward_checks  # noqa: F401  # their checks register on import
+from skill.runs.health_check import registry
 from skill.runs.health_warning import HealthWarning, RunView
-from skill.runs.series import BatchShape, recent_mean
+from skill.runs.series import BatchShape
 
-# Most likely cause first: a broken reward makes every curve a lie; no signal means nothing else can move; a
-# reward the policy games (format over correctness, length, held-out falling) explains flat or falling
-# correctness; a sampler that disagrees with the trainer makes the optimiser's curves (spikes, clipping) its
-# consequence; then how the optimiser behaves; a plateau is what is left when nothing explains it.
-CAUSE_ORDER = (
-    "reward_failures",
-    "no_learning_signal_all_fail",
-    "no_learning_signal_all_pass",
-    "reward_divergence",
-    "length_growth",
-    "heldout_divergence",
-    "reward_composition",
-    "clipped_completions",
-    "training_inference_mismatch",
-    "length_collapse",
-    "kl_blowup",
-    "gradient_spikes",
-    "clip_saturation",
-    "rare_tokens_clipped",
-    "entropy_collapse",
-    "vanishing_gradients",
-    "reward_plateau",
-)
-
-
-def _rank(warning: HealthWarning) -> tuple[int, bool]:
-    order = CAUSE_ORDER.index(warning.code) if warning.code in CAUSE_ORDER else len(CAUSE_ORDER)
-    return order, warning.severity != "critical"
+# The order of causes, most likely first: each check's ``rank`` (skill.runs.health_check says why this order).
+CAUSE_ORDER = tuple(code for check in registry() for code in check.codes)
 
 
 def diagnose(
@@ -66,12 +42,10 @@ def diagnose(
     trl: dict[str, Any] | None = None,
 ) -> list[HealthWarning]:
     """What is going wrong in a run, from the metric points logged so far (one dict per logged step, in order;
-    held-out ``eval_*`` rows among them), the single most likely cause first (CAUSE_ORDER). ``trl``, the recipe's
-    GRPOConfig kwargs, says which loss the run already trains with, so no warning suggests the loss it is on.
-
-    A plateau is not reported on top of a likelier cause (no learning signal, a divergence from correctness or
-    from the held-out score, length growth, a reward carrying the variance) nor for a reward that is failing
-    (its mean is not the policy's).
+    held-out ``eval_*`` rows among them), the single most likely cause first (CAUSE_ORDER): every registered check
+    that can run on these metrics, less those a likelier finding makes moot (a plateau under no learning signal,
+    a divergence, length growth, a reward carrying the variance). ``trl``, the recipe's GRPOConfig kwargs, says
+    which loss the run already trains with, so no warning suggests the loss it is on.
 
     >>> flat = [{"frac_reward_zero_std": 1.0, "reward": 0.0} for _ in range(8)]
     >>> [w.code for w in diagnose(flat, [RewardSpec(name="exact_match", role="correctness")])]
@@ -80,30 +54,13 @@ def diagnose(
     []
     """
     view = RunView(metrics, rewards, shape, max_completion_length, max_steps, trl)
-    failing = reward_checks.failing_rewards(metrics)
-    correct = reward_checks.correctness_series(view)
-    signal = reward_checks.no_learning_signal(view, correct)
-    length = reward_checks.length_growth(view, correct)
-    explained = reward_checks.reward_divergence(view) + reward_checks.reward_composition(view)
-    explained += reward_checks.heldout_divergence(view, correct) + ([length] if length else [])
-    found = [reward_checks.reward_failure(name, rate) for name, rate in failing.items()] + explained
-    zero_std = recent_mean(metrics, "frac_reward_zero_std")
-    optional = (
-        signal,
-        dynamics_checks.clipped_completions(view),
-        dynamics_checks.entropy_collapse(view),
-        dynamics_checks.kl_blowup(view),
-        dynamics_checks.gradient_spikes(view),
-        dynamics_checks.vanishing_gradients(view, zero_std),
-        dynamics_checks.clip_saturation(view),
-        loss_checks.training_inference_mismatch(view),
-        loss_checks.rare_tokens_clipped(view),
-        loss_checks.length_collapse(view),
-    )
-    found += [w for w in optional if w]
-    if signal is None and not explained:
-        found += reward_checks.plateau(view, [series for series in correct if series[0] not in failing])
-    return sorted(found, key=_rank)
+    checks = registry()
+    found: list[HealthWarning] = []
+    for check in checks:
+        if check.can_run(metrics) and not {w.code for w in found} & set(check.unless):
+            found += check.run(view)
+    order = {code: place for place, code in enumerate(code for check in checks for code in check.codes)}
+    return sorted(found, key=lambda warning: (order[warning.code], warning.severity != "critical"))
 
 
 def shape_of(trl: dict[str, Any], world_size: int = 1, evaluation: Any = None) -> BatchShape:

@@ -24,6 +24,7 @@ from skill.runs import checks
 from skill.runs.engine_choice import EngineSettings, ThisMachine, engine_for, engine_named
 from skill.runs.engines import Engine
 from skill.runs.health import diagnose, headline, shape_of
+from skill.runs.health_check import unchecked
 from skill.runs.held_out import HeldOutScore, held_out_scores, training_rows
 from skill.runs.rehearsal import RehearsalReport, held_out_line, plan_rehearsal, read_report, write_report
 from skill.runs.store import (
@@ -131,6 +132,9 @@ class RunStatus(BaseModel):
     health_summary: str | None = Field(
         default=None, description="The single most likely cause and what to change; None while the run looks healthy."
     )
+    health_unchecked: list[str] = Field(
+        default_factory=list, description="Health checks not run: the run logged none of the metrics they read."
+    )
     reason: str | None = None
     exit_code: int | None = None
     signal: int | None = None
@@ -184,6 +188,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         end = step if record.state in FINAL_STATES else planned
         warnings = diagnose(metrics, recipe.rewards, trl.get("max_completion_length"), shape, end, trl)
     health = [w.model_dump() for w in warnings]
+    not_run = unchecked(metrics) if metrics else []
     paths = {
         name: str(directory / name)
         for name in (
@@ -215,6 +220,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         held_out=held_out_scores(metrics),
         health=health,
         health_summary=headline(warnings),
+        health_unchecked=not_run,
         reason=record.reason,
         exit_code=record.exit_code,
         signal=record.signal,

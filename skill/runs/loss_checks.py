@@ -11,6 +11,7 @@ skill.runs.labelled_series and bench/health_validation.py.
 from __future__ import annotations
 
 from skill.runs.dynamics_checks import CLIP_LIMIT, still_learning
+from skill.runs.health_check import health_check
 from skill.runs.health_warning import HealthWarning, RunView, make_warning
 from skill.runs.series import NOISE_Z, falls, recent_mean, rises, trend_of
 
@@ -33,6 +34,7 @@ RARE_CLIP_SKEW = 3.0
 LENGTH_COLLAPSE_RATIO = 0.6
 
 
+@health_check("training_inference_mismatch", rank=90, needs=(LOGP_GAP,))
 def training_inference_mismatch(view: RunView) -> HealthWarning | None:
     gap = trend_of(view.metrics, LOGP_GAP)
     if gap is None or gap.last < MISMATCH_LIMIT:
@@ -61,6 +63,7 @@ def training_inference_mismatch(view: RunView) -> HealthWarning | None:
     )
 
 
+@health_check("rare_tokens_clipped", rank=140, needs=("clip_ratio/low_mean", "clip_ratio/high_mean"))
 def rare_tokens_clipped(view: RunView) -> HealthWarning | None:
     low = recent_mean(view.metrics, "clip_ratio/low_mean")
     high = recent_mean(view.metrics, "clip_ratio/high_mean")
@@ -78,6 +81,7 @@ def rare_tokens_clipped(view: RunView) -> HealthWarning | None:
     )
 
 
+@health_check("length_collapse", rank=100, needs=("completions/mean_length",))
 def length_collapse(view: RunView) -> HealthWarning | None:
     if not view.sequence_ratios() or view.loss_type() == "luspo":
         return None

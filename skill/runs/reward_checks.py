@@ -20,6 +20,7 @@ import statistics
 from typing import Any
 
 from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec, metric_names
+from skill.runs.health_check import health_check
 from skill.runs.health_warning import HealthWarning, RunView, make_warning
 from skill.runs.series import (
     NOISE_Z,
@@ -128,8 +129,10 @@ def heldout_trend(view: RunView, key: str, top: float) -> Trend | None:
     return Trend(statistics.fmean(values[:w]), statistics.fmean(values[-w:]), se)
 
 
-def no_learning_signal(view: RunView, correct: list[Series]) -> HealthWarning | None:
+@health_check("no_learning_signal_all_fail", "no_learning_signal_all_pass", rank=20, needs=("frac_reward_zero_std",))
+def no_learning_signal(view: RunView) -> HealthWarning | None:
     """Over half the groups score alike, split by which way: all-pass (solved) and all-fail need opposite fixes."""
+    correct = correctness_series(view)
     values = finite_values(view.metrics, "frac_reward_zero_std")
     recent = recent_mean(view.metrics, "frac_reward_zero_std")
     if recent is None:
@@ -169,6 +172,7 @@ def no_learning_signal(view: RunView, correct: list[Series]) -> HealthWarning | 
     )
 
 
+@health_check("reward_divergence", rank=40, needs=("rewards/{reward}/mean",))
 def reward_divergence(view: RunView) -> list[HealthWarning]:
     """A format/shaping reward rising by at least 0.2 while correctness falls (critical: at least 0.03 and one
     standard error) or, where the format weight is above a fifth of correctness's, is shown not to rise (its gain
@@ -213,11 +217,12 @@ def reward_divergence(view: RunView) -> list[HealthWarning]:
     return found
 
 
-def heldout_divergence(view: RunView, correct: list[Series]) -> list[HealthWarning]:
+@health_check("heldout_divergence", rank=60, needs=("eval_rewards/{reward}/mean", "eval_reward"))
+def heldout_divergence(view: RunView) -> list[HealthWarning]:
     """Training correctness rises while the held-out score has fallen from its best window of evaluations:
     the policy is exploiting the training reward (or memorising its prompts), not getting better."""
     found = []
-    for label, key, top in correct:
+    for label, key, top in correctness_series(view):
         evals = finite_values(view.metrics, heldout_key(key))
         train = trend_of(view.metrics, key, samples=view.samples() if top == REWARD_MAX else None)
         if len(evals) < MIN_EVAL_POINTS or train is None or not rises(train):
@@ -248,14 +253,15 @@ def heldout_divergence(view: RunView, correct: list[Series]) -> list[HealthWarni
     return found
 
 
-def length_growth(view: RunView, correct: list[Series]) -> HealthWarning | None:
+@health_check("length_growth", rank=50, needs=("completions/mean_length",))
+def length_growth(view: RunView) -> HealthWarning | None:
     """Completions grow 30%+ (significantly) while the held-out score does not gain (training correctness
     when there are no held-out rows, which a length-hackable reward would hide)."""
     length = trend_of(view.metrics, "completions/mean_length")
     if length is None or length.first <= 0 or not rises(length, floor=LENGTH_GROWTH * length.first):
         return None
     judged: list[tuple[str, Trend]] = []
-    for label, key, top in correct:
+    for label, key, top in correctness_series(view):
         held = heldout_trend(view, key, top)
         trend = held if held is not None else trend_of(view.metrics, key)
         if trend is not None:
@@ -279,6 +285,7 @@ def length_growth(view: RunView, correct: list[Series]) -> HealthWarning | None:
     )
 
 
+@health_check("reward_composition", rank=70, needs=("rewards/{reward}/std",))
 def reward_composition(view: RunView) -> list[HealthWarning]:
     """Which reward carries the batch's reward variance (and so the advantages): an auxiliary one carrying over
     60% while correctness does not rise means the run optimises the auxiliary reward.
@@ -335,7 +342,18 @@ def _heldout_half_gain(view: RunView, key: str, top: float) -> tuple[float, floa
     return gain, _eval_noise(view, evals, top) / math.sqrt(sxx) * (n - 1)
 
 
-def plateau(view: RunView, correct: list[Series]) -> list[HealthWarning]:
+LIKELIER_THAN_A_PLATEAU = (
+    "no_learning_signal_all_fail",
+    "no_learning_signal_all_pass",
+    "reward_divergence",
+    "length_growth",
+    "heldout_divergence",
+    "reward_composition",
+)
+
+
+@health_check("reward_plateau", rank=170, needs=("rewards/{reward}/mean", "reward"), unless=LIKELIER_THAN_A_PLATEAU)
+def plateau(view: RunView) -> list[HealthWarning]:
     """Over the last half of the run (at least 10 points), the gain stays under 0.1 even PLATEAU_Z standard errors
     above its estimate (flatness must be shown, not a rise merely missed in the noise), while the last half's mean
     is below 0.8 of the reward's maximum (near the top, flat is done, not stuck).
@@ -345,9 +363,11 @@ def plateau(view: RunView, correct: list[Series]) -> list[HealthWarning]:
     a fixed sample). While the run trains, 0.1 becomes the pace that reaches it over half the planned run (x
     view.progress(): at step 20 of 200 the last half is ten steps) and PLATEAU_Z this read's boundary (look_z).
     PLATEAU_Z is NOISE_Z, not 1.5: run_status reads a run tens of times near its end, and the slowest healthy
-    learners gain little over 0.1 in a last half whose gain has a standard error of 0.05-0.09."""
+    learners gain little over 0.1 in a last half whose gain has a standard error of 0.05-0.09. A failing reward's
+    series is not judged: its mean is not the policy's."""
     found, done = [], view.progress()
-    for label, key, top in correct:
+    failing = failing_rewards(view.metrics)
+    for label, key, top in [series for series in correctness_series(view) if series[0] not in failing]:
         values = finite_values(view.metrics, key)
         if len(values) < MIN_PLATEAU_POINTS or max(values) > top:
             continue  # too short to split the last half, or the reward's scale is unknown
@@ -386,6 +406,12 @@ def failing_rewards(metrics: list[dict[str, Any]]) -> dict[str, float]:
         if key.endswith("/failure_rate")
     }
     return {name: rate for name, rate in rates.items() if rate is not None and rate > FAILURE_LIMIT}
+
+
+@health_check("reward_failures", rank=10, needs=("rewards/{reward}/failure_rate",))
+def reward_failures(view: RunView) -> list[HealthWarning]:
+    """Each reward failing on more than FAILURE_LIMIT of its completions: its logged mean is not the policy's."""
+    return [reward_failure(name, rate) for name, rate in failing_rewards(view.metrics).items()]
 
 
 def reward_failure(name: str, rate: float) -> HealthWarning:
