@@ -384,3 +384,33 @@ def test_trl_logs_exactly_what_the_rewards_give(tiny_model_dir, tmp_path):
     # TRL drops None from the mean: a crashing reward leaves no mean, only the failure metric shows it.
     mean = logged["rewards/exact_match_2/mean"]
     assert mean is None or math.isnan(mean)
+
+
+def test_a_new_reward_declares_its_facts_once_and_every_part_reads_them(monkeypatch):
+    """The worked example of adding a reward: one registered builder (and this test); the preflight's columns, the
+    completion budget, the code probes and the fingerprint read what it declares, and no list of names."""
+    from types import SimpleNamespace
+
+    from skill.inspection.hack_probes import runs_code
+    from skill.inspection.schema import SampleResult
+    from skill.recipe.completion_budget import size_completion_budget
+    from skill.rewards import registry
+    from skill.rewards.base import RewardFunction
+    from skill.runs.checks import columns_read
+
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.load_library()))  # the example leaves no trace
+
+    @registry.register(
+        "proof_check", roles=("correctness",), reads="proof", reasoning="a proof is written out first", runs_code=True
+    )
+    def build_proof_check():  # unannotated: the registry reads a builder's annotations in its own module
+        """1.0 when the completion ends with the proof column's last line."""
+        return RewardFunction("proof_check", score=lambda text, row: float(text.endswith(row["proof"])))
+
+    spec = RewardSpec(name="proof_check", role="correctness")
+    assert registry.build_reward_function(spec)(["p"], ["... QED"], proof=["QED"]) == [1.0]
+    recipe = SimpleNamespace(dataset=SimpleNamespace(columns=[]), rewards=[spec])
+    assert columns_read(recipe) == {"proof"}
+    budget = size_completion_budget(None, None, [spec], seed=64)
+    assert budget.value == 256 and "proof_check: a proof is written out first, 256" in budget.reason
+    assert runs_code(spec, SampleResult(id=0, prompt="p", completion="c", scores={}, total=None))

@@ -29,6 +29,7 @@ from typing import Any
 from skill.inspection.schema import ProbeResult, SampleResult
 from skill.rewards.base import RewardFunction, call_reward
 from skill.rewards.judge.verdict import MASTER_KEYS
+from skill.rewards.registry import library_entry
 from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 
 PADDING = " and so on" * 600
@@ -84,9 +85,10 @@ def _uses_tags(spec: RewardSpec, best: SampleResult | None) -> bool:
 
 
 def runs_code(spec: RewardSpec, sample: SampleResult) -> bool:
-    """A correctness reward that runs model-written code: unit_tests, or one reading a tests column."""
+    """A correctness reward that runs model-written code: one registered so, or one reading a tests column."""
+    entry = library_entry(spec.name)
     return spec.role == "correctness" and (
-        spec.name == "unit_tests" or spec.params.get("tests_column", "tests") in sample.columns
+        (entry is not None and entry.runs_code) or spec.params.get("tests_column", "tests") in sample.columns
     )
 
 

@@ -6,7 +6,7 @@ The budget is the largest of what the evidence asks for, rounded up to a multipl
   recipe says to probe again there;
 - it leaves HEADROOM x the p90 length of the probe's passing completions and of the reference answers (a worked
   solution in the answer column is about as long as an answer that passes);
-- a reward that checks a worked result (REASONING_REWARDS) gets at least REASONING_FLOOR;
+- a reward that checks a worked result (one registered with ``reasoning``) gets at least REASONING_FLOOR;
 - without a probe the model's own lengths are unknown: the seed's value is the least it gets.
 An override the probe shows cutting more than half of its completions is refused. A CPU target is slow at long
 budgets: that is a warning with the cost, never a reason to cut the budget.
@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
 from skill.recipe.prompts import SAMPLE_ROWS, model_tokenizer, percentile
+from skill.rewards.registry import library_entry
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import CompletionLengths
 
@@ -32,11 +33,6 @@ MOST = 0.5  # a budget may cut at most this share of the probe's completions
 HEADROOM = 1.5  # over the p90 of passing completions and reference answers: training may lengthen them
 # TRL's own default max_completion_length (GRPOConfig, 1.16) and the seed's: room for a short worked solution.
 REASONING_FLOOR = 256
-REASONING_REWARDS = {
-    "math": "a math answer is worked out before it is given",
-    "unit_tests": "a program is written out whole before the tests run",
-    "rubric_judge": "a judged answer is a written response",
-}
 # Measured on 2 idle CPU cores with the embedded 135M model, 16 completions a step (2026-12-03): 10 s a step at a
 # 32-token budget (the learning test), 14.6 s at 48 (make demo); generation and the backward pass grow about
 # linearly with the budget.
@@ -127,8 +123,9 @@ def size_completion_budget(
         room = math.ceil(HEADROOM * p90)
         asks.append((room, f"the reference answers' p90 is {p90} tokens ({count} read): x{HEADROOM}, {room}"))
     for spec in rewards:
-        if spec.name in REASONING_REWARDS:
-            asks.append((REASONING_FLOOR, f"{spec.name}: {REASONING_REWARDS[spec.name]}, {REASONING_FLOOR}"))
+        entry = library_entry(spec.name)
+        if entry is not None and entry.reasoning:
+            asks.append((REASONING_FLOOR, f"{spec.name}: {entry.reasoning}, {REASONING_FLOOR}"))
     value = rounded(max(need for need, _why in asks))
     evidence = "; ".join(why for _need, why in asks)
     reason = f"sized from the task, the largest of: {evidence}; rounded up to a multiple of {STEP} = {value}"

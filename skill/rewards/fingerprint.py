@@ -32,7 +32,7 @@ from pathlib import Path
 
 from skill.errors import SkillError
 from skill.python_source import parse
-from skill.rewards.registry import allow_user_module, registered_reward
+from skill.rewards.registry import allow_user_module, library_entry, registered_reward
 from skill.rewards.spec import RewardSpec
 
 ALWAYS_VERSIONED = ("trl",)  # how TRL sums the rewards is part of what training optimises
@@ -196,7 +196,8 @@ def _start_modules(spec: RewardSpec) -> list[str]:
 
 def _part(spec: RewardSpec) -> str:
     hashes, installed = source_closure(_start_modules(spec))
-    wrapped = spec.params.get("wrap") if spec.name == "length_penalty" else None
+    entry = library_entry(spec.name)
+    wrapped = spec.params.get(entry.wraps) if entry is not None and entry.wraps else None
     if isinstance(wrapped, dict):
         hashes["wrapped"] = _part(RewardSpec.model_validate({"role": "correctness", **wrapped}))
     payload = {"spec": spec.model_dump(mode="json"), "sources": hashes, "versions": _versions(installed)}

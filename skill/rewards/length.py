@@ -48,7 +48,7 @@ def target_length_penalty(length: int, target: int, tolerance: float) -> float:
     return -min(1.0, excess) if excess else 0.0
 
 
-@register("length_penalty", roles=("shaping",))
+@register("length_penalty", roles=("shaping",), wraps="wrap")
 def build_length_penalty(
     mode: Annotated[str, Param("soft_overlong (DAPO) or target")] = "soft_overlong",
     max_length: Annotated[int, Param("soft_overlong: max_completion_length in tokens")] = 256,

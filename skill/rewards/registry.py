@@ -49,13 +49,18 @@ PROJECT_REWARD_PACKAGE = "skill.rewards"
 
 @dataclass(frozen=True)
 class RegisteredReward:
-    """A reward of the project's library: how to build it, what it is for and what it takes."""
+    """A reward of the project's library: how to build it, what it is for, what it takes, and the facts other
+    parts read about it, declared once at registration (``register``)."""
 
     name: str
     build: Callable[..., RewardFunction]
     roles: tuple[RewardRole, ...]
     summary: str
     params: dict[str, RewardParam] = field(default_factory=dict)
+    reads: str | None = None  # the dataset column it compares against when no *_column param names one
+    reasoning: str | None = None  # why its completions need room to work before answering (a long budget)
+    runs_code: bool = False  # it executes model-written code (the code probes apply)
+    wraps: str | None = None  # the param holding another reward's spec, which the fingerprint follows
 
     def describe_params(self) -> str:
         """The params for an error message: each with its meaning and default."""
@@ -84,17 +89,32 @@ def summary_of(build: Callable[..., Any]) -> str:
     return " ".join((inspect.getdoc(build) or "").split("\n\n", 1)[0].split())
 
 
-def register(name: str, *, roles: tuple[RewardRole, ...]):
-    """Decorator: add a reward builder ``build(**params) -> RewardFunction`` to the registry.
+def register(
+    name: str,
+    *,
+    roles: tuple[RewardRole, ...],
+    reads: str | None = None,
+    reasoning: str | None = None,
+    runs_code: bool = False,
+    wraps: str | None = None,
+):
+    """Decorator: add a reward builder ``build(**params) -> RewardFunction`` to the registry, with the facts the
+    rest of the project reads about the reward (``RegisteredReward``): nothing else keeps a list of reward names.
 
     The summary and the params come from the builder itself (docstring and annotated signature).
     """
 
     def decorate(build: Callable[..., RewardFunction]) -> Callable[..., RewardFunction]:
-        REGISTRY[name] = RegisteredReward(name, build, roles, summary_of(build), builder_params(build))
+        summary, params = summary_of(build), builder_params(build)
+        REGISTRY[name] = RegisteredReward(name, build, roles, summary, params, reads, reasoning, runs_code, wraps)
         return build
 
     return decorate
+
+
+def library_entry(name: str) -> RegisteredReward | None:
+    """The library's entry for a reward name; None for a user function (``module:function``) or an unknown name."""
+    return None if ":" in name else load_library().get(name)
 
 
 def load_library() -> dict[str, RegisteredReward]:

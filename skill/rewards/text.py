@@ -111,7 +111,7 @@ class ExactMatchScore:
         return 1.0 if answers_equal(answer, str(row[self.answer_column]), self.numeric, self.case_sensitive) else 0.0
 
 
-@register("exact_match", roles=("correctness",))
+@register("exact_match", roles=("correctness",), reads="answer")
 def build_exact_match(
     extract: Annotated[
         str, Param("where the answer is: answer_tag, boxed, last_number, regex or whole")
@@ -192,7 +192,7 @@ class MathScore:
         return 1.0 if math_answer_correct(text, str(row[self.answer_column]), self.timeout_s) else 0.0
 
 
-@register("math", roles=("correctness",))
+@register("math", roles=("correctness",), reads="answer", reasoning="a math answer is worked out before it is given")
 def build_math(
     answer_column: Annotated[str, Param("dataset column holding the gold answer")] = "answer",
     timeout_s: Annotated[

@@ -25,11 +25,11 @@ from skill.recipe.launch_commands import uses_vllm_server
 from skill.recipe.memory_request import memory_request
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.tracking import check_trackers_installed
+from skill.rewards.registry import library_entry
 from skill.routing.route import load_route
 
 HELD_OUT_FRACTION = 0.1
 MIN_HELD_OUT = 8
-DEFAULT_ANSWER_REWARDS = {"exact_match": "answer", "math": "answer", "unit_tests": "tests"}
 
 
 def columns_read(recipe: GRPORecipe) -> set[str]:
@@ -37,7 +37,8 @@ def columns_read(recipe: GRPORecipe) -> set[str]:
     needed = set(recipe.dataset.columns)
     for spec in recipe.rewards:
         columns = {value for key, value in spec.params.items() if key.endswith("_column") and isinstance(value, str)}
-        default = DEFAULT_ANSWER_REWARDS.get(spec.name)
+        entry = library_entry(spec.name)
+        default = entry.reads if entry else None
         if default and not any(key.endswith("_column") for key in spec.params if key != "schema_column"):
             columns.add(default)
         needed |= columns

@@ -190,7 +190,13 @@ class UnitTestsScorer:
         return run_parallel(tasks, self.workers)
 
 
-@register("unit_tests", roles=("correctness",))
+@register(
+    "unit_tests",
+    roles=("correctness",),
+    reads="tests",
+    reasoning="a program is written out whole before the tests run",
+    runs_code=True,
+)
 def build_unit_tests(
     tests_column: Annotated[str, Param("dataset column holding the tests")] = "tests",
     timeout_s: Annotated[float, Param("seconds per test")] = 2.0,

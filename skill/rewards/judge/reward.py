@@ -213,7 +213,7 @@ def _check_numbers(numbers: dict[str, Any], top_logprobs: Any) -> None:
         raise SkillError(f"rubric_judge top_logprobs={top_logprobs!r} is not an integer >= 0.", "Send e.g. 20.")
 
 
-@register("rubric_judge", roles=("judge",))
+@register("rubric_judge", roles=("judge",), reasoning="a judged answer is a written response")
 def build_rubric_judge(
     criteria: Annotated[
         list[dict[str, Any]], Param('the rubric: [{"question": "Does the response ...?", "weight": 1}]')
