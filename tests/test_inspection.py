@@ -309,39 +309,21 @@ def test_emit_records_the_passed_inspection_it_relies_on():
     from skill.recipe.emit import RecipeRequest, emit_grpo_config
     from skill.recipe.schema import DatasetSpec
 
+    def emitted(rewards, **extra):
+        dataset = DatasetSpec(name="embedded:addition", columns=["answer"])
+        cpu = HardwareSpec(accelerator="cpu")
+        return emit_grpo_config(RecipeRequest(hardware=cpu, method="full", rewards=rewards, dataset=dataset, **extra))
+
     rewards = [SOUND[0].model_copy(update={"weight": 0.41}), SOUND[1]]  # no other test passes it, in either worker
     report = inspect(rewards)
     record_review(ReviewRequest(report_id=report.id, reviewer="ana", labels=honest_labels(report)))
-    recipe = emit_grpo_config(
-        RecipeRequest(
-            hardware=HardwareSpec(accelerator="cpu"),
-            method="full",
-            rewards=rewards,
-            dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
-        )
-    )
+    recipe = emitted(rewards)
     assert recipe.provenance.inspection_id == report.id
-    uninspected = [SOUND[0].model_copy(update={"weight": 0.05}), SOUND[1]]
-    other = emit_grpo_config(
-        RecipeRequest(
-            hardware=HardwareSpec(accelerator="cpu"),
-            method="full",
-            rewards=uninspected,
-            dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
-        )
-    )
+    other = emitted([SOUND[0].model_copy(update={"weight": 0.05}), SOUND[1]])
     assert other.provenance.inspection_id is None
     assert any("run_grpo will refuse" in line for line in other.provenance.validation)
     # Read on supplied samples: a recipe that requires the policy's own samples is not opened by it.
-    strict = emit_grpo_config(
-        RecipeRequest(
-            hardware=HardwareSpec(accelerator="cpu"),
-            method="full",
-            rewards=rewards,
-            dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
-            require_policy_samples=True,
-        )
-    )
+    strict = emitted(rewards, require_policy_samples=True)
     assert strict.provenance.inspection_id is None and strict.provenance.policy_samples_of == strict.model.name
     assert any(
         f"not read on samples {strict.model.name} wrote" in line and "run_grpo will refuse" in line
