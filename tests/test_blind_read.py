@@ -635,3 +635,15 @@ def test_the_rule_is_fair_at_every_pass_rate_and_shut_to_non_readers():
     for name, by_rate in result["strategies"].items():
         assert module.false_pass(by_rate) <= 0.01, (name, by_rate)
     assert json.dumps(result)  # what bench/run_all.py stores
+
+
+def test_the_draw_takes_every_unseen_sample_before_a_seen_one():
+    from skill.inspection.draw import balanced_draw
+    from skill.inspection.schema import SampleResult
+
+    samples = [
+        SampleResult(id=i, prompt="p", completion=str(i), scores={"m": float(i % 2)}, total=None) for i in range(100)
+    ]
+    drawn, how = balanced_draw(samples, [RewardSpec(name="m", role="correctness")], unseen=set(range(40)))
+    assert len(drawn) == 60 and set(range(40)) <= set(drawn)
+    assert how.endswith("20 of them revealed before on this state root: their labels will not count.")

@@ -52,10 +52,15 @@ def balanced_draw(
     outcomes = {name: {s.id: _outcome(s, name) for s in pool} for name in names}
     drawn: list[int] = []
 
+    fresh_ids = {s.id for s in fresh}
+
     def take(wanted: int, fits: Callable[[int], bool]) -> None:
-        taken = set(drawn)
+        """Up to ``wanted`` more that fit, at random: unseen ones first (a pool short of them holds seen ones too)."""
+        taken, wanted = set(drawn), max(0, wanted)
         left = [s.id for s in pool if s.id not in taken and fits(s.id)]
-        drawn.extend(rng.sample(left, min(len(left), max(0, wanted))))
+        for group in ([i for i in left if i in fresh_ids], [i for i in left if i not in fresh_ids]):
+            drawn.extend(rng.sample(group, min(len(group), wanted)))
+            wanted -= min(len(group), wanted)
 
     for name in names:
         for outcome in ("pass", "fail"):
