@@ -173,10 +173,9 @@ def _add_labels(review: Review, request: ReviewRequest) -> dict[int, list[str]]:
     return new
 
 
-def _add_amendments(review: Review, request: ReviewRequest) -> list[Amendment]:
-    """The request's amendments, each of a disagreement the reveal named."""
+def _add_amendments(review: Review, request: ReviewRequest) -> None:
+    """Add the request's amendments, each of a disagreement the reveal named."""
     named = {(d.sample_id, d.role) for d in review.disagreements}
-    added = []
     for change in request.amendments:
         if (change.sample_id, change.role) not in named:
             raise SkillError(
@@ -184,12 +183,9 @@ def _add_amendments(review: Review, request: ReviewRequest) -> list[Amendment]:
                 "reveal showed to differ from a reward can be amended.",
                 "Amend the samples record_review named as disagreements; label unlabelled samples with labels.",
             )
-        amendment = Amendment(
-            **change.model_dump(), reviewer=request.reviewer, reviewer_kind=request.reviewer_kind, at=_now()
+        review.amendments.append(
+            Amendment(**change.model_dump(), reviewer=request.reviewer, reviewer_kind=request.reviewer_kind, at=_now())
         )
-        review.amendments.append(amendment)
-        added.append(amendment)
-    return added
 
 
 def _accept_unread(report: InspectionReport, request: ReviewRequest) -> InspectionReport:
