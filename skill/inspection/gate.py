@@ -339,22 +339,24 @@ def open_gate(
             f"Inspect with generate (model {policy_model}) or with the route_check probe of it (route_decision_id), "
             "then record_review.",
         )
-    for stored in stored_reports():
-        if stored.verdict in OPENING and [s.name for s in stored.rewards] == [s.name for s in specs]:
-            old = stored.fingerprint_parts
-            changed = [name.split(":", 1)[1] for name, value in parts.items() if old.get(name) != value]
-            weights = [s.weight for s in specs]
-            inspected = [s.weight for s in stored.rewards]
-            moved = (
-                f" The weights TRL will use, {weights}, are not the inspected {inspected}."
-                if weights != inspected
-                else ""
-            )
-            raise GateClosed(
-                f"Reward function {', '.join(changed) or 'set'} changed since inspection {stored.id} (spec, weight, "
-                f"source of the reward or a module it imports, or a library version).{moved}",
-                "Inspect again: inspect_rewards, then record_review.",
-            )
+    names = [s.name for s in specs]
+    candidates = [r for r in stored_reports() if r.verdict in OPENING and [s.name for s in r.rewards] == names]
+    if candidates:  # the nearest one says what changed: fewest parts apart, the newest of those
+        changes = [
+            [name.split(":", 1)[1] for name, value in parts.items() if report.fingerprint_parts.get(name) != value]
+            for report in candidates
+        ]
+        nearest = min(range(len(candidates)), key=lambda i: len(changes[i]))
+        stored, changed = candidates[nearest], changes[nearest]
+        weights, inspected = [s.weight for s in specs], [s.weight for s in stored.rewards]
+        moved = ""
+        if weights != inspected:
+            moved = f" The weights TRL will use, {weights}, are not the inspected {inspected}."
+        raise GateClosed(
+            f"Reward function {', '.join(changed) or 'set'} changed since inspection {stored.id} (spec, weight, "
+            f"source of the reward or a module it imports, or a library version).{moved}",
+            "Inspect again: inspect_rewards, then record_review.",
+        )
     raise GateClosed(
         "No passed inspection for these reward functions: training on an uninspected reward is how runs reward-hack.",
         "Run inspect_rewards on 50-100 samples and record a review (record_review) that passes.",
