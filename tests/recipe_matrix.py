@@ -105,3 +105,15 @@ def script_kwargs(configuration: Configuration) -> tuple[dict[str, Any], int, GR
         return config_kwargs(render_script(recipe)), recipe.launch.training_processes, recipe
     plan = launch_files(recipe, configuration.sharding)
     return config_kwargs(plan.files[SCRIPT_FILE]), plan.training_processes, recipe
+
+
+def rendered_files(configuration: Configuration) -> dict[str, str]:
+    """What a user of one configuration receives, by file name: the recipe as JSON, and the script a one-GPU
+    recipe runs or every file of a multi-GPU launch plan."""
+    recipe = emit(configuration)
+    files = {"recipe.json": recipe.model_dump_json(indent=2) + "\n"}
+    if configuration.gpus_per_node * configuration.nodes == 1:
+        files[SCRIPT_FILE] = render_script(recipe)
+    else:
+        files.update(launch_files(recipe, configuration.sharding).files)
+    return files
