@@ -172,6 +172,14 @@ GENERATED_BLOCKS: dict[str, Callable[[], str]] = {
 }
 
 
+def render_grpo_config_defaults() -> str:
+    """The target GRPOConfig's defaults (skill/grpo_fields.py reads them; both environments check them)."""
+    from skill.grpo_fields import installed_defaults
+    from skill.recipe.stack import lowest_allowed
+
+    return json.dumps(installed_defaults(lowest_allowed("transformers")), indent=1) + "\n"
+
+
 def render_reference(text: str) -> str:
     """Replace every generated block in a reference file's text with freshly rendered content."""
 
@@ -187,6 +195,7 @@ def render_reference(text: str) -> str:
 def expected_files(root: Path = REPOSITORY) -> dict[Path, str]:
     """Every generated file (or file with generated blocks) and the text it should have."""
     files = {root / "schemas" / name: text for name, text in render_schemas().items()}
+    files[root / "skill" / "grpo_config_defaults.json"] = render_grpo_config_defaults()
     for reference in sorted((root / "references").glob("*.md")):
         current = reference.read_text()
         if BLOCK.search(current):

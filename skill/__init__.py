@@ -15,7 +15,8 @@ docs/architecture.md §2): ``demo`` (the embedded walkthrough; nothing in the co
 (jobs, worker, health) → ``routing``, ``inspection``, ``recipe`` (the capabilities) → ``memory``, ``timing``
 (the estimates) → ``rewards``, ``hardware``, ``sampling``, ``data``, ``models`` → ``state``, ``errors``,
 ``intervals`` (the statistics the tools decide on), ``hub_errors`` (a failed Hub access in words a user can act
-on), ``python_source`` (Python source parsed one thread at a time).
+on), ``python_source`` (Python source parsed one thread at a time), ``grpo_fields`` (GRPOConfig keywords read
+with the target GRPOConfig's own defaults).
 """
 
 from __future__ import annotations

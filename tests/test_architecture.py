@@ -169,7 +169,7 @@ def test_function_level_imports_of_the_project_say_why():
 
 # Dependencies point down: a package may import only packages of a lower layer (docs/architecture.md §2).
 LAYERS = (
-    ("errors", "intervals", "python_source"),
+    ("errors", "intervals", "python_source", "grpo_fields"),
     ("state", "skill", "hub_errors"),  # ``skill`` is the package face; modules read only its __version__
     ("data", "models"),
     ("sampling", "hardware", "rewards"),
@@ -313,3 +313,67 @@ def test_each_package_names_every_module_it_owns():
         named = set(re.findall(r"``(\w+)/?``", ast.get_docstring(ast.parse(init.read_text())) or ""))
         drifts += [f"{package.relative_to(REPOSITORY)}: {name} is not named" for name in sorted(owned - named)]
     assert drifts == []
+
+
+def _receiver(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def grpo_field_reads_outside_the_view(tree: ast.AST, fields: set[str]) -> list[tuple[int, str]]:
+    """Reads of GRPOConfig keywords that bypass ``GRPOFields``: ``X.trl[...]`` / ``X.trl.get(...)``, and a default
+    restated on any kwargs named ``trl``: ``trl.get("beta", 0.0)`` or ``trl.get("beta") or 0.0``."""
+
+    def field_get(node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and "trl" in _receiver(node.func.value)
+            and bool(node.args)
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in fields
+        )
+
+    def of_trl(node: ast.expr) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "trl"
+
+    def restated(default: ast.expr) -> bool:
+        return not (isinstance(default, ast.Constant) and default.value is None)
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and of_trl(node.value):
+            found.append((node.lineno, "a subscript read of .trl"))
+        if isinstance(node, ast.Attribute) and node.attr == "get" and of_trl(node.value):
+            found.append((node.lineno, "a .trl.get() read"))
+        if field_get(node) and len(node.args) > 1 and restated(node.args[1]):
+            found.append((node.lineno, f"{ast.unparse(node)} restates a default"))
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and field_get(node.values[0]):
+            if any(isinstance(value, ast.Constant) and restated(value) for value in node.values[1:]):
+                found.append((node.lineno, f"{ast.unparse(node)} restates a default"))
+    return sorted(found)
+
+
+def test_the_reader_of_grpo_fields_finds_every_kind_of_bypass():
+    source = (
+        "a = recipe.trl['beta']\nb = recipe.trl.get('beta')\nc = trl.get('beta', 0.0)\nd = trl.get('beta') or 0.0\n"
+        "recipe.trl['beta'] = 1.0\ne = trl.get('beta')\nf = settings.get('beta', 0.0)\n"
+    )
+    assert [line for line, _ in grpo_field_reads_outside_the_view(ast.parse(source), {"beta"})] == [1, 2, 3, 4]
+
+
+def test_grpo_fields_are_read_through_their_view():
+    """A GRPOConfig field left out of a recipe has one default, TRL's (skill/grpo_fields.py reads it from the target
+    GRPOConfig): a recipe's kwargs are read through ``GRPOFields`` (``recipe.grpo``), never with a default of ours."""
+    import json
+
+    fields = set(json.loads((REPOSITORY / "skill" / "grpo_config_defaults.json").read_text()))
+    view = REPOSITORY / "skill" / "grpo_fields.py"
+    bypasses = []
+    for root in ("skill", "server", "bench", "scripts"):
+        for path in sorted((REPOSITORY / root).rglob("*.py")):
+            if path == view:
+                continue
+            for line, what in grpo_field_reads_outside_the_view(ast.parse(path.read_text()), fields):
+                bypasses.append(f"{path.relative_to(REPOSITORY)}:{line}: {what}")
+    assert bypasses == []

@@ -22,8 +22,9 @@ from packaging.version import Version
 from recipe_matrix import CONFIGURATIONS, script_kwargs
 
 from skill.errors import SkillError
+from skill.grpo_fields import FIELD_RENAMES
 from skill.recipe.stack import TARGET_STACK, highest_allowed, lowest_allowed
-from skill.recipe.trl_contract import FIELD_RENAMES, build_grpo_config, fields_under, grpo_config_fields
+from skill.recipe.trl_contract import build_grpo_config, fields_under, grpo_config_fields
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())

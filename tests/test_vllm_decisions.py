@@ -9,7 +9,7 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.schema import MemoryRequest
-from skill.recipe.compatibility import TRL_DEFAULTS, refuse_incompatible
+from skill.recipe.compatibility import refuse_incompatible
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launch import launch_files
 from skill.recipe.schema import DatasetSpec, ModelSpec
@@ -139,13 +139,9 @@ def test_beta_zero_is_the_first_remedy_when_it_is_the_cheapest_that_fits():
     assert "beta_zero" not in [r.name for r in estimate_memory(request.model_copy(update={"beta": 0.0})).remedies]
 
 
-def test_the_rules_read_the_installed_grpo_config_defaults_and_its_aliases_really_overwrite(tmp_path):
-    import dataclasses
-
+def test_the_deprecated_aliases_really_overwrite(tmp_path):
     from trl import GRPOConfig
 
-    defaults = {field.name: field.default for field in dataclasses.fields(GRPOConfig)}
-    assert {name: defaults[name] for name in TRL_DEFAULTS} == TRL_DEFAULTS
     aliased = GRPOConfig(
         output_dir=str(tmp_path),
         use_cpu=True,

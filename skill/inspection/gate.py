@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields
 from skill.inspection.agreement import compare, read_reasons
 from skill.inspection.render import is_revealed, samples_origin, visible
 from skill.inspection.reports import load_report, reports_dir, save_report, stored_reports
@@ -321,7 +322,7 @@ def open_gate(
     a read has passed since: a read wins), so the run's record, metrics header and model card name one
     inspection even when another one passed meanwhile. ``policy_model``: only a read of that model's own samples
     opens it (a recipe's ``require_policy_samples``)."""
-    weights = [spec.weight for spec in rewards] if trl is None else trl.get("reward_weights")
+    weights = [spec.weight for spec in rewards] if trl is None else GRPOFields(trl).reward_weights
     specs = effective_rewards(rewards, weights)
     fingerprint, parts = reward_fingerprint(specs)
     report = _opening_report(fingerprint, preferred, policy_model)

@@ -43,6 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from skill.grpo_fields import GRPOFields
 from skill.hardware.specs import HardwareSpec
 from skill.memory.components import (
     attention_mask_bytes,
@@ -235,16 +236,17 @@ def compare_with_estimate(
     Tolerances: weights, gradients, optimizer and reference 5%; saved activations and the log-prob peak 30%.
     """
     shape = resolve_shape(str(model_dir))
-    checkpointing = bool(trl_kwargs.get("activation_checkpointing", False))
+    fields = GRPOFields(trl_kwargs)  # the measured step ran GRPOConfig's own default for every field left out
+    checkpointing = bool(fields.activation_checkpointing)
     sequences, length = measured.micro_batch_sequences, measured.sequence_length
-    completion = int(trl_kwargs.get("max_completion_length", 8))
+    completion = int(fields.max_completion_length)
     components = estimate_components(
         MemoryRequest(
             shape=shape,
             hardware=HardwareSpec(accelerator="cpu", memory_gib_per_gpu=24),
             method="full",
             dtype="float32",
-            beta=float(trl_kwargs.get("beta", 0.0)),
+            beta=float(fields.beta),
             per_device_train_batch_size=sequences,
             prompt_length=max(1, length - completion),
             completion_length=completion,

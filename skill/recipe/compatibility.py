@@ -2,8 +2,8 @@
 with what to change, so a recipe never fails (or silently trains something else) minutes later on the target.
 
 Each rule cites the check it stands in front of in trl/trainer/grpo_trainer.py (``GRPOTrainer.__init__``) or
-trl/trainer/grpo_config.py. Values a recipe leaves out take TRL's defaults (``TRL_DEFAULTS``).
-Imports: ``errors``.
+trl/trainer/grpo_config.py. Values a recipe leaves out take TRL's defaults (``GRPOFields``).
+Imports: ``errors``, ``recipe.grpo_fields``.
 """
 
 from __future__ import annotations
@@ -12,40 +12,20 @@ from collections.abc import Callable
 from typing import Any
 
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields, grpo_config_defaults
 
-# GRPOConfig defaults these rules read (trl/trainer/grpo_config.py, TRL 1.16).
-TRL_DEFAULTS: dict[str, Any] = {
-    "loss_type": "dapo",
-    "importance_sampling_level": "token",
-    "use_vllm": False,
-    "vllm_importance_sampling_correction": True,
-    "vllm_importance_sampling_mode": "sequence_mask",
-    "vllm_importance_sampling_clip_max": 3.0,
-    "vllm_importance_sampling_clip_min": None,
-    "beta": 0.0,
-    "sync_ref_model": False,
-    "ds3_gather_for_generation": True,
-    "epsilon": 0.2,
-    "epsilon_high": None,
-    "scale_rewards": "group",
-    "multi_objective_aggregation": "sum_then_normalize",
-    "use_liger_kernel": False,
-    "liger_kernel_config": None,
-    "vllm_importance_sampling_cap": None,
-    "use_transformers_paged": False,
-}
 TOKEN_SUMMED_LOSSES = ("bnpo", "dr_grpo", "dapo", "cispo")  # grpo_trainer.py: sequence-level IS warning
 
 
-def _vespo_vllm_mode(v: dict[str, Any], method: str) -> SkillError | None:
+def _vespo_vllm_mode(v: GRPOFields, method: str) -> SkillError | None:
     # grpo_trainer.py __init__: raises ValueError for vespo + vLLM + correction with a sequence_* mode
-    if v["loss_type"] != "vespo" or not v["use_vllm"] or not v["vllm_importance_sampling_correction"]:
+    if v.loss_type != "vespo" or not v.use_vllm or not v.vllm_importance_sampling_correction:
         return None
-    if v["vllm_importance_sampling_mode"] in ("token_truncate", "token_mask"):
+    if v.vllm_importance_sampling_mode in ("token_truncate", "token_mask"):
         return None
     return SkillError(
         f"loss_type='vespo' with vLLM generation and vllm_importance_sampling_mode="
-        f"{v['vllm_importance_sampling_mode']!r}: GRPOTrainer refuses it (VESPO weights sequences itself and needs "
+        f"{v.vllm_importance_sampling_mode!r}: GRPOTrainer refuses it (VESPO weights sequences itself and needs "
         "token-level vLLM ratios).",
         "Send vllm_importance_sampling_mode 'token_truncate', or leave it out (emit's choice). ('token_mask' starts, "
         "but a masked token's ratio of 0 enters VESPO's sequence weight as log(1e-8), so one masked token zeroes its "
@@ -53,9 +33,9 @@ def _vespo_vllm_mode(v: dict[str, Any], method: str) -> SkillError | None:
     )
 
 
-def _loss_level(v: dict[str, Any], method: str) -> SkillError | None:
+def _loss_level(v: GRPOFields, method: str) -> SkillError | None:
     # grpo_trainer.py __init__: logger.warning for each of these three pairings
-    loss, level = v["loss_type"], v["importance_sampling_level"]
+    loss, level = v.loss_type, v.importance_sampling_level
     if loss == "luspo" and level != "sequence":
         why, fix = "LUSPO is a sequence-level loss (GSPO's ratio)", "importance_sampling_level 'sequence'"
     elif loss == "vespo" and level != "token":
@@ -71,11 +51,11 @@ def _loss_level(v: dict[str, Any], method: str) -> SkillError | None:
     )
 
 
-def _reference_sync(v: dict[str, Any], method: str) -> SkillError | None:
+def _reference_sync(v: GRPOFields, method: str) -> SkillError | None:
     # grpo_trainer.py __init__: ValueError at beta 0, NotImplementedError with a PEFT model
-    if not v["sync_ref_model"]:
+    if not v.sync_ref_model:
         return None
-    if not v["beta"]:
+    if not v.beta:
         return SkillError(
             "sync_ref_model=True with beta=0: there is no reference model to synchronise; GRPOTrainer refuses it.",
             "Send sync_ref_model False, or beta > 0 (e.g. 0.01).",
@@ -89,14 +69,14 @@ def _reference_sync(v: dict[str, Any], method: str) -> SkillError | None:
     return None
 
 
-def _cispo_cap(v: dict[str, Any], method: str) -> SkillError | None:
+def _cispo_cap(v: GRPOFields, method: str) -> SkillError | None:
     # grpo_trainer.py _compute_loss: cispo clamps each ratio at epsilon_high, which falls back to epsilon when unset
-    if v["loss_type"] != "cispo":
+    if v.loss_type != "cispo":
         return None
-    cap = v["epsilon_high"] if v["epsilon_high"] is not None else v["epsilon"]
+    cap = v.epsilon_high if v.epsilon_high is not None else v.epsilon
     if cap > 1.0:
         return None
-    named = "epsilon_high" if v["epsilon_high"] is not None else "epsilon (epsilon_high is unset)"
+    named = "epsilon_high" if v.epsilon_high is not None else "epsilon (epsilon_high is unset)"
     return SkillError(
         f"loss_type='cispo' caps each token's importance weight at {named} = {cap:g}: below 1, every on-policy token "
         "is capped, so the loss shrinks by that factor instead of bounding rare high-ratio tokens.",
@@ -104,12 +84,12 @@ def _cispo_cap(v: dict[str, Any], method: str) -> SkillError | None:
     )
 
 
-def _normalised_rewards_scale(v: dict[str, Any], method: str) -> SkillError | None:
+def _normalised_rewards_scale(v: GRPOFields, method: str) -> SkillError | None:
     # grpo_trainer.py _generate_and_score_completions: the normalize_then_sum branch never reads scale_rewards
-    if v["multi_objective_aggregation"] != "normalize_then_sum" or v["scale_rewards"] == "group":
+    if v.multi_objective_aggregation != "normalize_then_sum" or v.scale_rewards == "group":
         return None
     return SkillError(
-        f"multi_objective_aggregation='normalize_then_sum' with scale_rewards={v['scale_rewards']!r}: that "
+        f"multi_objective_aggregation='normalize_then_sum' with scale_rewards={v.scale_rewards!r}: that "
         "aggregation divides each reward by its group's std and the sum by the batch's, and TRL ignores "
         "scale_rewards there, so the run would not scale as asked.",
         "Send scale_rewards 'group' (what it does anyway), or multi_objective_aggregation 'sum_then_normalize' to "
@@ -117,9 +97,9 @@ def _normalised_rewards_scale(v: dict[str, Any], method: str) -> SkillError | No
     )
 
 
-def _liger_fused_head(v: dict[str, Any], method: str) -> SkillError | None:
+def _liger_fused_head(v: GRPOFields, method: str) -> SkillError | None:
     # grpo_trainer.py __init__: ValueError when Liger's fused linear cross-entropy is asked for
-    if v["use_liger_kernel"] and (v["liger_kernel_config"] or {}).get("fused_linear_cross_entropy"):
+    if v.use_liger_kernel and (v.liger_kernel_config or {}).get("fused_linear_cross_entropy"):
         return SkillError(
             "liger_kernel_config fused_linear_cross_entropy=True: it replaces the model's forward, which "
             "GRPOTrainer patches with its own chunked LM head; GRPOTrainer refuses it.",
@@ -128,7 +108,7 @@ def _liger_fused_head(v: dict[str, Any], method: str) -> SkillError | None:
     return None
 
 
-def _deprecated_aliases(v: dict[str, Any], method: str) -> SkillError | None:
+def _deprecated_aliases(v: GRPOFields, method: str) -> SkillError | None:
     # grpo_config.py __post_init__: each alias overwrites its replacement (with a FutureWarning), so the
     # replacement the recipe states would not be the value trained with
     aliases = {
@@ -136,35 +116,35 @@ def _deprecated_aliases(v: dict[str, Any], method: str) -> SkillError | None:
         "use_transformers_paged": "use_transformers_continuous_batching",
     }
     for alias, replacement in aliases.items():
-        if v[alias] != TRL_DEFAULTS[alias]:
+        if getattr(v, alias) != grpo_config_defaults()[alias]:
             return SkillError(
                 f"{alias} is deprecated in TRL 1.16 and overwrites {replacement} when set.",
-                f"Send {replacement}={v[alias]!r} instead.",
+                f"Send {replacement}={getattr(v, alias)!r} instead.",
             )
     return None
 
 
-def _importance_bounds(v: dict[str, Any], method: str) -> SkillError | None:
+def _importance_bounds(v: GRPOFields, method: str) -> SkillError | None:
     # grpo_config.py __post_init__: min >= max, and a truncate mode with neither bound, raise ValueError
-    low, high = v["vllm_importance_sampling_clip_min"], v["vllm_importance_sampling_clip_max"]
+    low, high = v.vllm_importance_sampling_clip_min, v.vllm_importance_sampling_clip_max
     if low is not None and high is not None and low >= high:
         return SkillError(
             f"vllm_importance_sampling_clip_min={low} is not below vllm_importance_sampling_clip_max={high}.",
             "Send a clip_min below clip_max, or leave clip_min out (no lower bound).",
         )
-    truncating = v["vllm_importance_sampling_mode"] in ("token_truncate", "sequence_truncate")
-    if v["vllm_importance_sampling_correction"] and truncating and low is None and high is None:
+    truncating = v.vllm_importance_sampling_mode in ("token_truncate", "sequence_truncate")
+    if v.vllm_importance_sampling_correction and truncating and low is None and high is None:
         return SkillError(
-            f"vllm_importance_sampling_mode={v['vllm_importance_sampling_mode']!r} with no clip bound truncates "
+            f"vllm_importance_sampling_mode={v.vllm_importance_sampling_mode!r} with no clip bound truncates "
             "nothing; GRPOConfig refuses it.",
             "Send vllm_importance_sampling_clip_max (e.g. 2.0), or leave it out (emit's choice).",
         )
     return None
 
 
-def _gather_for_vllm(v: dict[str, Any], method: str) -> SkillError | None:
+def _gather_for_vllm(v: GRPOFields, method: str) -> SkillError | None:
     # grpo_config.py docs: ds3_gather_for_generation=False "is not compatible with vLLM generation"
-    if v["use_vllm"] and not v["ds3_gather_for_generation"]:
+    if v.use_vllm and not v.ds3_gather_for_generation:
         return SkillError(
             "ds3_gather_for_generation=False with use_vllm=True: vLLM's weight sync needs the gathered weights.",
             "Send use_vllm False (layer-by-layer transformers generation), or leave ds3_gather_for_generation out.",
@@ -172,7 +152,7 @@ def _gather_for_vllm(v: dict[str, Any], method: str) -> SkillError | None:
     return None
 
 
-RULES: tuple[Callable[[dict[str, Any], str], SkillError | None], ...] = (
+RULES: tuple[Callable[[GRPOFields, str], SkillError | None], ...] = (
     _vespo_vllm_mode,
     _loss_level,
     _reference_sync,
@@ -194,7 +174,7 @@ def refuse_incompatible(trl: dict[str, Any], method: str) -> None:
     ...
     skill.errors.SkillError: loss_type='vespo' with vLLM generation and vllm_importance_sampling_mode='sequence_mask'...
     """
-    values = {**TRL_DEFAULTS, **{name: value for name, value in trl.items() if name in TRL_DEFAULTS}}
+    values = GRPOFields(trl)
     for rule in RULES:
         refused = rule(values, method)
         if refused is not None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from skill import __version__
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields
 from skill.hardware.layout import Sharding, layout_processes
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import GateClosed, open_gate
@@ -124,6 +125,11 @@ class _Builder:
         self.reasons: dict[str, RecipeReason] = {}
         self.notes: list[str] = []
 
+    @property
+    def fields(self) -> GRPOFields:
+        """The kwargs so far, read as TRL reads them (a field not yet set has TRL's default)."""
+        return GRPOFields(self.trl)
+
     def set(self, field: str, value: Any, source: str, reason: str) -> None:
         self.trl[field] = value
         self.reasons[field] = RecipeReason(field=field, value=value, source=source, reason=reason)
@@ -179,9 +185,9 @@ def _apply_hardware(
 
 
 def _apply_sequence_budget(build: _Builder, dataset: DatasetSpec) -> None:
-    if not build.trl.get("use_vllm"):
+    if not build.fields.use_vllm:
         return
-    completion = build.trl["max_completion_length"]
+    completion = build.fields.max_completion_length
     build.set(
         "vllm_max_model_length",
         dataset.max_prompt_tokens + completion,
@@ -202,7 +208,7 @@ def _apply_generation_decisions(build: _Builder, request: RecipeRequest, paramet
             build.set(field, value, "hardware", reason)
     check_server_url(build.trl)
     if "vllm_server_base_url" in request.overrides and "vllm_server_base_url" not in request.override_reasons:
-        build.reasons["vllm_server_base_url"].reason = server_url_reason(build.trl["vllm_server_base_url"])
+        build.reasons["vllm_server_base_url"].reason = server_url_reason(build.fields.vllm_server_base_url)
     price = reference_price(build.trl, request.method, parameters_b)
     if price is not None:
         build.reasons["beta"].reason += f"; {price}"
@@ -223,7 +229,7 @@ def _apply_method(build: _Builder, method: str, hardware: HardwareSpec) -> PeftS
         return None
     if method == "qlora" and hardware.accelerator == "cpu":
         raise SkillError("QLoRA needs a CUDA GPU (bitsandbytes NF4).", "Send method 'lora' or 'full' for a CPU target.")
-    lr = float(f"{build.trl['learning_rate'] * 10:.3g}")
+    lr = float(f"{build.fields.learning_rate * 10:.3g}")
     build.set("learning_rate", lr, "method", "LoRA needs about 10x the full fine-tune learning rate")
     return PeftSpec(quantize_4bit=method == "qlora")
 
@@ -250,7 +256,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     ...     method="full", rewards=[RewardSpec(name="exact_match", role="correctness")],
     ...     dataset=DatasetSpec(name="openai/gsm8k", config="main", prompt_template="{question}",
     ...                         answer_column="answer", answer_extractor="gsm8k")))
-    >>> recipe.trl["vllm_mode"], recipe.trl["bf16"], recipe.trl["num_generations"], recipe.trl["beta"]
+    >>> recipe.grpo.vllm_mode, recipe.grpo.bf16, recipe.grpo.num_generations, recipe.grpo.beta
     ('colocate', True, 8, 0.01)
     """
     if request.method == "auto":
@@ -307,8 +313,8 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
 def _server_of_its_own(trl: dict[str, Any]) -> bool:
     """Whether the launch plan runs a vLLM server on GPUs of its own; one the recipe names by URL runs elsewhere,
     so there every GPU trains."""
-    server = bool(trl.get("use_vllm")) and trl.get("vllm_mode") == "server"
-    return server and not trl.get("vllm_server_base_url")
+    fields = GRPOFields(trl)
+    return bool(fields.use_vllm) and fields.vllm_mode == "server" and not fields.vllm_server_base_url
 
 
 def _attach_provenance(recipe: GRPORecipe, request: RecipeRequest, route_line: str | None) -> None:
@@ -352,7 +358,7 @@ def _decide_kwargs(
     if request.variant or request.symptoms:
         variant = apply_variants(build.trl, [request.variant] if request.variant else [], request.symptoms)
         for field, owner in variant.changes.items():
-            build.set(field, build.trl[field], "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
+            build.set(field, getattr(build.fields, field), "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
     if "sharding" in request.overrides:
         raise SkillError(
             "sharding is not a GRPOConfig field: it is the launch plan's (accelerate / DeepSpeed / FSDP2).",
@@ -364,14 +370,14 @@ def _decide_kwargs(
         build.set(field, value, "override", request.override_reasons.get(field, "set explicitly by the caller"))
     if variant is not None:
         variant.overruled_by(request.overrides)
-    slow = cpu_budget_warning(build.trl["max_completion_length"]) if request.hardware.accelerator == "cpu" else None
+    slow = cpu_budget_warning(build.fields.max_completion_length) if request.hardware.accelerator == "cpu" else None
     build.notes += [slow] if slow else []
     if "vllm_max_model_length" not in request.overrides:
         _apply_sequence_budget(build, request.dataset)
     _apply_generation_decisions(build, request, parameters_b)
-    if len(build.trl["reward_weights"]) != len(request.rewards):
+    if len(build.fields.reward_weights) != len(request.rewards):
         raise SkillError(
-            f"reward_weights has {len(build.trl['reward_weights'])} entries for {len(request.rewards)} rewards.",
+            f"reward_weights has {len(build.fields.reward_weights)} entries for {len(request.rewards)} rewards.",
             "Send one weight per reward spec (or set the weights on the specs).",
         )
     return build, peft, variant

@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skill.grpo_fields import GRPOFields
+
 EVALUATIONS_PER_RUN = 8
 MIN_STEPS_FOR_EVALUATION = 16
 CPU_SAMPLE = (16, 2)  # (prompts, completions per prompt)
@@ -71,10 +73,11 @@ class EvaluationPlan(BaseModel):
         >>> EvaluationPlan(every_steps=5, prompts=20, generations=8).even_split({"use_cpu": True}, 1, 100)
         (20, 5)
         """
-        per_device = int(trl.get("per_device_train_batch_size") or 8)
-        per_generation = int(trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps") or 1)
+        fields = GRPOFields(trl)
+        per_device = int(fields.per_device_train_batch_size)
+        per_generation = int(fields.steps_per_generation or fields.gradient_accumulation_steps)
         generated = per_device * per_generation
-        sequences = max(generated, CPU_EVAL_BATCH) if trl.get("use_cpu") else generated
+        sequences = max(generated, CPU_EVAL_BATCH) if fields.use_cpu else generated
         prompts, world = min(self.prompts, available), max(1, world_size)
         most = max(1, sequences // self.generations)
         best = (0, 1)
@@ -115,7 +118,7 @@ def plan_evaluation(trl: dict[str, Any], accelerator: str) -> EvaluationPlan:
     >>> plan_evaluation({"max_steps": 10}, "cpu").every_steps  # before the first step and after the last
     10
     """
-    steps = int(trl.get("max_steps") or 0)
+    steps = max(0, int(GRPOFields(trl).max_steps))
     prompts, generations = CPU_SAMPLE if accelerator == "cpu" else GPU_SAMPLE
     if 0 < steps < MIN_STEPS_FOR_EVALUATION:
         return EvaluationPlan(

@@ -150,12 +150,3 @@ def check_field_values(trl: dict[str, Any]) -> None:
                 _check_number(f"{name}[{index}]", item, "float")
         elif isinstance(value, float) and not math.isfinite(value):
             raise _refuse(name, value, "is not a finite number", "a finite number")
-
-
-def with_defaults(trl: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """The recipe's kwargs with GRPOConfig's own defaults for the named fields it leaves out (a hand-edited recipe
-    may drop them; the group arithmetic needs them)."""
-    from trl import GRPOConfig
-
-    defaults = {field.name: field.default for field in dataclasses.fields(GRPOConfig) if field.name in names}
-    return {**{name: value for name, value in defaults.items() if value is not dataclasses.MISSING}, **trl}

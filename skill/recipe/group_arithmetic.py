@@ -7,21 +7,25 @@ from __future__ import annotations
 from typing import Any
 
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields
 from skill.recipe.seed_recipe import GROUP_SIZE_FLOOR
 
 
 def check_group_arithmetic(trl: dict[str, Any], world_size: int) -> None:
-    generations = trl["num_generations"]
+    """Refuse GRPOConfig keywords whose generation batch is not whole groups of whole global batches on
+    ``world_size`` training processes, or whose group is below the floor (a field left out has TRL's default)."""
+    fields = GRPOFields(trl)
+    generations = fields.num_generations
     if not isinstance(generations, int) or generations < GROUP_SIZE_FLOOR:
         raise SkillError(
             f"num_generations={generations!r} is below the floor of {GROUP_SIZE_FLOOR}: with fewer samples the "
             "group mean is too noisy a baseline and most groups have no mixed outcomes.",
             f"Send num_generations >= {GROUP_SIZE_FLOOR} (e.g. 8 or 16).",
         )
-    per_device = trl["per_device_train_batch_size"]
+    per_device = fields.per_device_train_batch_size
     global_batch = per_device * world_size
-    steps = trl.get("steps_per_generation") or trl["gradient_accumulation_steps"]
-    generation_batch = trl.get("generation_batch_size") or global_batch * steps
+    steps = fields.steps_per_generation or fields.gradient_accumulation_steps
+    generation_batch = fields.generation_batch_size or global_batch * steps
     if generation_batch % global_batch:
         raise SkillError(
             f"generation_batch_size={generation_batch} is not divisible by the global batch "

@@ -153,7 +153,7 @@ def separate_reference_model(recipe: GRPORecipe) -> bool:
     >>> separate_reference_model(full), separate_reference_model(full.model_copy(update={"trl": {"beta": 0.0}}))
     (True, False)
     """
-    return float(recipe.trl.get("beta", 0.0) or 0.0) > 0 and recipe.peft is None
+    return float(recipe.grpo.beta or 0.0) > 0 and recipe.peft is None
 
 
 def accelerate_config(recipe: GRPORecipe, sharding: Sharding) -> str:
@@ -161,8 +161,8 @@ def accelerate_config(recipe: GRPORecipe, sharding: Sharding) -> str:
     launch_node.sh passes each node's values on the command line, which win over the file."""
     import yaml
 
-    trl, nodes, processes = recipe.trl, recipe.hardware.nodes, recipe.launch.training_processes
-    precision = "bf16" if trl.get("bf16") else "fp16" if trl.get("fp16") else "no"
+    trl, nodes, processes = recipe.grpo, recipe.hardware.nodes, recipe.launch.training_processes
+    precision = "bf16" if trl.bf16 else "fp16" if trl.fp16 else "no"
     config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE", "debug": False}
     on_cpu = recipe.hardware.accelerator == "cpu"
     if sharding == "ddp":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
+from skill.grpo_fields import grpo_config_defaults
 from skill.hardware.layout import gpu_list, node_layouts
 from skill.models.sources import is_embedded
 
@@ -26,9 +27,10 @@ SCRIPT_FILE = "train_grpo.py"
 NODE_SCRIPT = "launch_node.sh"
 SLURM_SCRIPT = "slurm.sbatch"
 SCRIPT_TRAINER = f"{SCRIPT_FILE} --output-dir grpo-output"
-# The defaults a hand launch uses; run_grpo picks free ports per run and records them in run.json.
+# The defaults a hand launch uses (accelerate's, and TRL's vllm_server_port); run_grpo picks free ports per run and
+# records them in run.json.
 MAIN_PROCESS_PORT = 29500
-VLLM_PORT = 8000
+VLLM_PORT = int(grpo_config_defaults()["vllm_server_port"])
 # Where a launcher says which port it started the vLLM server on (launch_node.sh, slurm.sbatch, run_grpo's engines);
 # the trainer reads it: the rendered script and the worker alike.
 VLLM_PORT_ENV = "VLLM_PORT"
@@ -36,7 +38,7 @@ VLLM_PORT_ENV = "VLLM_PORT"
 
 def uses_vllm_server(recipe: GRPORecipe) -> bool:
     """True when the recipe generates with a separate ``trl vllm-serve`` process."""
-    return bool(recipe.trl.get("use_vllm")) and recipe.trl.get("vllm_mode") == "server"
+    return bool(recipe.grpo.use_vllm) and recipe.grpo.vllm_mode == "server"
 
 
 def starts_vllm_server(recipe: GRPORecipe) -> bool:
@@ -44,7 +46,7 @@ def starts_vllm_server(recipe: GRPORecipe) -> bool:
     (there, TRL's weight sync into it stops the trainer: ``runs.checks.check_target``). A server the recipe names
     by ``vllm_server_base_url`` runs elsewhere: the plan starts none and gives it no GPU."""
     on_cpu = recipe.hardware.accelerator == "cpu"
-    remote = bool(recipe.trl.get("vllm_server_base_url"))
+    remote = bool(recipe.grpo.vllm_server_base_url)
     return uses_vllm_server(recipe) and not remote and (on_cpu or recipe.launch.vllm_server_gpus > 0)
 
 
@@ -68,18 +70,18 @@ def vllm_command(recipe: GRPORecipe, port: str | int | None = None) -> str:
     """``trl vllm-serve`` for the recipe's server GPUs (without CUDA_VISIBLE_DEVICES), context sized to the budget.
     On a CPU target its KV cache is the recipe's share of host RAM (``vllm_gpu_memory_utilization``), not the 0.9
     that suits GPUs of its own; a GPU recipe passes a share only when it states one (a rehearsal on CPU does)."""
-    trl, launch = recipe.trl, recipe.launch
+    trl, launch = recipe.grpo, recipe.launch
     parallel = launch.vllm_tensor_parallel_size
     parts = ["trl vllm-serve --model", model_argument(recipe), f"--tensor-parallel-size {parallel}"]
     if launch.vllm_server_gpus // parallel > 1:
         parts.append(f"--data-parallel-size {launch.vllm_server_gpus // parallel}")
-    parts.append(f"--port {port if port is not None else trl.get('vllm_server_port', VLLM_PORT)}")
-    if trl.get("vllm_max_model_length"):
-        parts.append(f"--max-model-len {trl['vllm_max_model_length']}")
-    if recipe.hardware.accelerator == "cpu":
-        parts.append(f"--gpu-memory-utilization {trl.get('vllm_gpu_memory_utilization', 0.3)}")
-    elif trl.get("vllm_gpu_memory_utilization") is not None:  # a server recipe that states a share passes it on
-        parts.append(f"--gpu-memory-utilization {trl['vllm_gpu_memory_utilization']}")
+    parts.append(f"--port {port if port is not None else trl.vllm_server_port}")
+    if trl.vllm_max_model_length:
+        parts.append(f"--max-model-len {trl.vllm_max_model_length}")
+    stated = trl.is_set("vllm_gpu_memory_utilization") and trl.vllm_gpu_memory_utilization is not None
+    if recipe.hardware.accelerator == "cpu" or stated:
+        # a CPU server's share of host RAM; a GPU server recipe that states a share passes it on
+        parts.append(f"--gpu-memory-utilization {trl.vllm_gpu_memory_utilization}")
     return " ".join(parts)
 
 

@@ -17,30 +17,30 @@ def memory_request(recipe: GRPORecipe, sharding: Sharding | None = None) -> Memo
     plan's sharding (or ``sharding``, to weigh another), with TRL's ZeRO-3 generation gather as the recipe sets
     it."""
 
-    trl = recipe.trl
+    trl = recipe.grpo
     sharding = sharding or recipe.launch.sharding or "ddp"
-    dtype = (trl.get("model_init_kwargs") or {}).get("dtype", "float32")  # TRL's default load dtype
+    dtype = (trl.model_init_kwargs or {}).get("dtype", "float32")  # TRL's default load dtype
     return MemoryRequest(
         shape=resolve_shape(recipe.model.name),
         hardware=recipe.hardware,
         method=recipe.method,
         dtype=dtype,
-        mixed_precision=bool(trl.get("bf16") or trl.get("fp16")),  # autocast: activations and vLLM in half
+        mixed_precision=bool(trl.bf16 or trl.fp16),  # autocast: activations and vLLM in half
         lora_r=recipe.peft.r if recipe.peft else 16,
-        optimizer="adamw_8bit" if "8bit" in str(trl.get("optim", "")) else "adamw",
-        beta=trl.get("beta", 0.0),
-        per_device_train_batch_size=trl["per_device_train_batch_size"],
-        steps_per_generation=trl.get("steps_per_generation") or trl.get("gradient_accumulation_steps", 1),
+        optimizer="adamw_8bit" if "8bit" in str(trl.optim) else "adamw",
+        beta=trl.beta,
+        per_device_train_batch_size=trl.per_device_train_batch_size,
+        steps_per_generation=trl.steps_per_generation or trl.gradient_accumulation_steps,
         prompt_length=recipe.dataset.max_prompt_tokens,
-        completion_length=trl.get("max_completion_length", 256),
-        activation_checkpointing=bool(trl.get("activation_checkpointing", trl.get("gradient_checkpointing"))),
-        use_vllm=bool(trl.get("use_vllm", False)),
-        vllm_mode=trl.get("vllm_mode", "colocate"),
-        vllm_gpu_memory_utilization=trl.get("vllm_gpu_memory_utilization", 0.3),
-        vllm_enable_sleep_mode=bool(trl.get("vllm_enable_sleep_mode", False)),
+        completion_length=trl.max_completion_length,
+        activation_checkpointing=bool(trl.activation_checkpointing),
+        use_vllm=bool(trl.use_vllm),
+        vllm_mode=trl.vllm_mode,
+        vllm_gpu_memory_utilization=trl.vllm_gpu_memory_utilization,
+        vllm_enable_sleep_mode=bool(trl.vllm_enable_sleep_mode),
         # a colocated engine's split (skill.recipe.vllm_decisions); a server's size is the launch planner's
-        vllm_tensor_parallel_size=trl.get("vllm_tensor_parallel_size", 1) if trl.get("vllm_mode") == "colocate" else 1,
+        vllm_tensor_parallel_size=trl.vllm_tensor_parallel_size if trl.vllm_mode == "colocate" else 1,
         training_processes=recipe.launch.training_processes,
         sharding=MEMORY_SHARDING[sharding],
-        ds3_gather_for_generation=bool(trl.get("ds3_gather_for_generation", True)),
+        ds3_gather_for_generation=bool(trl.ds3_gather_for_generation),
     )

@@ -20,7 +20,6 @@ from skill.recipe.launch_commands import (
     CONFIG_FILE,
     MAIN_PROCESS_PORT,
     SCRIPT_TRAINER,
-    VLLM_PORT,
     starts_vllm_server,
     vllm_command,
 )
@@ -135,7 +134,7 @@ def _trainer_lines(server: bool, on_cpu: bool) -> list[str]:
 def _header(recipe: GRPORecipe, sharding: Sharding, server: str) -> list[str]:
     """What the script is, how to call it, and its settings (environment first, then defaults)."""
     on_cpu = " on CPU" if recipe.hardware.accelerator == "cpu" else ""
-    port = recipe.trl.get("vllm_server_port", VLLM_PORT)
+    port = recipe.grpo.vllm_server_port
     return [
         "#!/usr/bin/env bash",
         f"# {recipe.model.name} ({recipe.method}), {sharding}: {recipe.launch.training_processes} trainer(s)"

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields
 from skill.hardware.layout import Sharding
 from skill.hardware.specs import KNOWN_GPUS, HardwareSpec
 from skill.memory.estimate import estimate_memory
@@ -46,10 +47,11 @@ def refuse_quantized_vllm(trl: dict[str, Any], method: str) -> None:
     ...
     skill.errors.SkillError: QLoRA cannot generate with vLLM (vllm_mode='colocate'): ...
     """
-    if method != "qlora" or not trl.get("use_vllm"):
+    fields = GRPOFields(trl)
+    if method != "qlora" or not fields.use_vllm:
         return
     raise SkillError(
-        f"QLoRA cannot generate with vLLM (vllm_mode={trl.get('vllm_mode', 'server')!r}): vLLM 0.31 has no "
+        f"QLoRA cannot generate with vLLM (vllm_mode={fields.vllm_mode!r}): vLLM 0.31 has no "
         "bitsandbytes quantization method, which TRL 1.16 asks a colocated engine for when the policy holds 4-bit "
         "layers, so the engine refuses at start; a vLLM server cannot take TRL's weight sync of packed NF4 tensors "
         "(huggingface/trl#4973).",
@@ -60,7 +62,7 @@ def refuse_quantized_vllm(trl: dict[str, Any], method: str) -> None:
 
 def refuse_unlaunchable(recipe: GRPORecipe, sharding: Sharding | None) -> None:
     """Refuse what no launch plan can run: a server without GPUs, a sharded NF4 base, QLoRA through vLLM."""
-    remote = bool(recipe.trl.get("vllm_server_base_url"))
+    remote = bool(recipe.grpo.vllm_server_base_url)
     if uses_vllm_server(recipe) and not remote and not starts_vllm_server(recipe):
         raise SkillError(
             "The recipe generates with a vLLM server but its launch plan gives the server no GPU.",
@@ -170,12 +172,12 @@ def with_reentrant_checkpointing(recipe: GRPORecipe, sharding: Sharding) -> GRPO
     under the kwargs name of the checkpointing field it emits for its target (an alias resolved at construction
     on newer transformers).
     """
-    trl = recipe.trl
-    flag = "activation_checkpointing" if "activation_checkpointing" in trl else "gradient_checkpointing"
-    if sharding != "zero3" or recipe.peft is None or not trl.get(flag):
+    fields = recipe.grpo
+    flag = "activation_checkpointing" if "activation_checkpointing" in recipe.trl else "gradient_checkpointing"
+    if sharding != "zero3" or recipe.peft is None or not getattr(fields, flag):
         return recipe
     field = f"{flag}_kwargs"
-    value = {**(trl.get(field) or {}), "use_reentrant": True}
+    value = {**(getattr(fields, field) or {}), "use_reentrant": True}
     reason = RecipeReason(
         field=field,
         value=value,
@@ -185,4 +187,4 @@ def with_reentrant_checkpointing(recipe: GRPORecipe, sharding: Sharding) -> GRPO
         "transformers >= 5.23",
     )
     reasons = [item for item in recipe.reasons if item.field != field] + [reason]
-    return recipe.model_copy(update={"trl": {**trl, field: value}, "reasons": reasons})
+    return recipe.model_copy(update={"trl": {**recipe.trl, field: value}, "reasons": reasons})

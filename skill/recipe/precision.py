@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields
 from skill.hardware.specs import HardwareSpec
 
 HALF_DTYPES = ("bfloat16", "float16")
@@ -101,12 +102,13 @@ def check_master_weights(trl: dict[str, Any], method: str, override_reasons: dic
     ...
     skill.errors.SkillError: A full fine-tune with bfloat16 weights ...
     """
-    dtype = (trl.get("model_init_kwargs") or {}).get("dtype", "float32")  # TRL loads float32 when none is given
+    fields = GRPOFields(trl)
+    dtype = (fields.model_init_kwargs or {}).get("dtype", "float32")  # TRL loads float32 when none is given
     if method != "full" or dtype not in HALF_DTYPES or override_reasons.get("model_init_kwargs", "").strip():
         return
     raise SkillError(
-        f"A full fine-tune with {dtype} weights and {trl.get('optim', 'adamw_torch')} at lr "
-        f"{trl.get('learning_rate')}: AdamW moves a weight by about the learning rate per step, which {dtype} "
+        f"A full fine-tune with {dtype} weights and {fields.optim} at lr "
+        f"{fields.learning_rate}: AdamW moves a weight by about the learning rate per step, which {dtype} "
         "rounds away for most weights (spacing 1.2e-4 at magnitude 0.02 in bf16), so the run would barely train.",
         "Leave model_init_kwargs.dtype at float32 (the recipe trains it under bf16 autocast), or send "
         "override_reasons['model_init_kwargs'] saying why pure half-precision weights are wanted (e.g. an "

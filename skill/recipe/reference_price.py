@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from skill.grpo_fields import GRPOFields
+
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -21,9 +23,10 @@ def reference_price(trl: dict[str, Any], method: str, parameters_b: float) -> st
     >>> reference_price({"beta": 0.0}, "full", 7.6), reference_price({"beta": 0.01}, "lora", 7.6)
     (None, None)
     """
-    if method != "full" or not trl.get("beta"):
+    fields = GRPOFields(trl)
+    if method != "full" or not fields.beta:
         return None
-    dtype = str((trl.get("model_init_kwargs") or {}).get("dtype", "float32"))
+    dtype = str((fields.model_init_kwargs or {}).get("dtype", "float32"))
     gib = parameters_b * 1e9 * BYTES.get(dtype, 4) / 2**30
     return (
         f"beta > 0 in a full fine-tune loads a frozen {dtype} reference copy (GRPOTrainer builds it in the policy's "

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skill.data import DatasetSpec
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields
 from skill.hardware.layout import LaunchPlan
 from skill.hardware.specs import HardwareSpec
 from skill.models.sources import EMBEDDED_MODEL_ID
@@ -120,18 +121,23 @@ class GRPORecipe(BaseModel):
     reasons: list[RecipeReason] = Field(default_factory=list)
     provenance: Provenance
 
+    @property
+    def grpo(self) -> GRPOFields:
+        """The GRPOConfig keywords read as TRL reads them: a field left out has TRL's default."""
+        return GRPOFields(self.trl)
+
     def summary(self) -> str:
         """A few human-readable lines: what will run where, and why."""
-        trl = self.trl
+        trl = self.grpo
         lines = [
             f"GRPO recipe: {self.model.name} ({self.method}) on {describe_hardware(self.hardware)}",
             f"  launch: {self.launch.training_processes} training process(es)"
             + (f", vLLM server on {self.launch.vllm_server_gpus} GPU(s)" if self.launch.vllm_server_gpus else ""),
-            f"  generation: num_generations={trl.get('num_generations')} "
-            f"temperature={trl.get('temperature')} max_completion_length={trl.get('max_completion_length')} "
-            f"use_vllm={trl.get('use_vllm')}" + (f" ({trl.get('vllm_mode')})" if trl.get("use_vllm") else ""),
-            f"  optimisation: lr={trl.get('learning_rate')} beta={trl.get('beta')} loss_type={trl.get('loss_type')} "
-            f"batch={trl.get('per_device_train_batch_size')}x{trl.get('gradient_accumulation_steps')}",
+            f"  generation: num_generations={trl.num_generations} "
+            f"temperature={trl.temperature} max_completion_length={trl.max_completion_length} "
+            f"use_vllm={trl.use_vllm}" + (f" ({trl.vllm_mode})" if trl.use_vllm else ""),
+            f"  optimisation: lr={trl.learning_rate} beta={trl.beta} loss_type={trl.loss_type} "
+            f"batch={trl.per_device_train_batch_size}x{trl.gradient_accumulation_steps}",
             "  rewards: " + ", ".join(f"{r.name} ({r.role}, w={r.weight:g})" for r in self.rewards),
         ]
         if self.variant and self.variant.variants:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skill.models.sources import is_embedded
-from skill.recipe.launch_commands import VLLM_PORT_ENV, launch_commands, starts_vllm_server
+from skill.recipe.launch_commands import VLLM_PORT, VLLM_PORT_ENV, launch_commands, starts_vllm_server
 from skill.recipe.tracking import tracker_needs
 
 if TYPE_CHECKING:
@@ -46,18 +46,18 @@ def _config_code(recipe: GRPORecipe) -> list[str]:
     """Every GRPOConfig keyword, each with the reason it has its value. A plan that starts its own vLLM server reads
     the server's port from ``VLLM_PORT``, where launch_node.sh and slurm.sbatch started it."""
     reasons = {reason.field: reason.reason for reason in recipe.reasons}
-    trl = dict(recipe.trl)
+    stated = recipe.grpo.stated()
     lines = []
     if starts_vllm_server(recipe):
-        port = trl.pop("vllm_server_port", None)
-        default = f"{port!r}" if port is not None else "8000"
+        port = stated.pop("vllm_server_port", None)
+        default = f"{port!r}" if port is not None else f"{VLLM_PORT!r}"
         lines.append(
             f'        vllm_server_port=int(os.environ.get("{VLLM_PORT_ENV}", {default})),'
             f"  # the port launch_node.sh started the server on"
         )
-    for field in sorted(trl):
+    for field, value in sorted(stated.items()):
         comment = f"  # {reasons[field]}" if field in reasons else ""
-        lines.append(f"        {field}={trl[field]!r},{comment}")
+        lines.append(f"        {field}={value!r},{comment}")
     return ["    config = GRPOConfig(", "        output_dir=args.output_dir,", *lines, "    )"]
 
 
@@ -107,16 +107,16 @@ INSTALL_HINTS = {
 
 def needed_packages(recipe: GRPORecipe) -> dict[str, str]:
     """The packages the rendered script needs beyond trl: module -> the pip requirement that installs it."""
-    trl = recipe.trl
+    trl = recipe.grpo
     needs = {}
-    if trl.get("use_vllm"):
+    if trl.use_vllm:
         needs["vllm"] = INSTALL_HINTS["vllm"]
     if recipe.peft is not None:
         needs["peft"] = INSTALL_HINTS["peft"]
-    quantized = "quantization_config" in (trl.get("model_init_kwargs") or {})
-    if quantized or (recipe.peft is not None and recipe.peft.quantize_4bit) or "8bit" in str(trl.get("optim", "")):
+    quantized = "quantization_config" in (trl.model_init_kwargs or {})
+    if quantized or (recipe.peft is not None and recipe.peft.quantize_4bit) or "8bit" in str(trl.optim):
         needs["bitsandbytes"] = INSTALL_HINTS["bitsandbytes"]
-    needs.update(tracker_needs(trl.get("report_to")))  # transformers imports the tracker after the model loads
+    needs.update(tracker_needs(trl.report_to))  # transformers imports the tracker after the model loads
     return needs
 
 

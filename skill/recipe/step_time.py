@@ -16,14 +16,14 @@ from skill.timing.estimate import StepTimeEstimate, StepTimeRequest, estimate_st
 
 
 def _dtype(recipe: Any) -> str:
-    trl = recipe.trl
+    trl = recipe.grpo
     if recipe.hardware.accelerator == "cpu":
         return "float32"
-    if trl.get("bf16"):
+    if trl.bf16:
         return "bfloat16"
-    if trl.get("fp16"):
+    if trl.fp16:
         return "float16"
-    return (trl.get("model_init_kwargs") or {}).get("dtype", "float32")
+    return (trl.model_init_kwargs or {}).get("dtype", "float32")
 
 
 def step_time_request(
@@ -31,37 +31,37 @@ def step_time_request(
 ) -> StepTimeRequest:
     """The recipe (a GRPORecipe) as a StepTimeRequest; the mean prompt is taken at the prompt budget (an upper
     bound)."""
-    trl = recipe.trl
+    trl = recipe.grpo
     processes = recipe.launch.training_processes
-    accumulation = trl.get("gradient_accumulation_steps", 1)
-    use_vllm = bool(trl.get("use_vllm")) and recipe.hardware.accelerator == "gpu"
-    mode = trl.get("vllm_mode", "colocate")
+    accumulation = trl.gradient_accumulation_steps
+    use_vllm = bool(trl.use_vllm) and recipe.hardware.accelerator == "gpu"
+    mode = trl.vllm_mode
     generation = f"vllm_{mode}" if use_vllm else "transformers"
-    old_logps = (use_vllm and trl.get("vllm_importance_sampling_correction", True)) or trl.get("num_iterations", 1) > 1
+    old_logps = (use_vllm and trl.vllm_importance_sampling_correction) or trl.num_iterations > 1
     evaluation = recipe.evaluation
     return StepTimeRequest(
         shape=resolve_shape(recipe.model.name),
         hardware=recipe.hardware,
         method=recipe.method,
         dtype=_dtype(recipe),
-        completions_per_step=trl["per_device_train_batch_size"] * accumulation * processes,
-        micro_batch=trl["per_device_train_batch_size"],
+        completions_per_step=trl.per_device_train_batch_size * accumulation * processes,
+        micro_batch=trl.per_device_train_batch_size,
         prompt_tokens=recipe.dataset.max_prompt_tokens,
-        max_completion_length=trl.get("max_completion_length", 256),
+        max_completion_length=trl.max_completion_length,
         completion_tokens=list(probe.tokens) if probe is not None and probe.tokens else None,
-        reference_forward=trl.get("beta", 0.0) > 0,
+        reference_forward=trl.beta > 0,
         old_logp_forward=bool(old_logps),
-        activation_checkpointing=bool(trl.get("activation_checkpointing", trl.get("gradient_checkpointing"))),
+        activation_checkpointing=bool(trl.activation_checkpointing),
         generation=generation,
-        vllm_tensor_parallel_size=trl.get("vllm_tensor_parallel_size", 1) if mode == "colocate" else 1,
+        vllm_tensor_parallel_size=trl.vllm_tensor_parallel_size if mode == "colocate" else 1,
         vllm_server_gpus=recipe.launch.vllm_server_gpus if generation == "vllm_server" else 0,
-        vllm_sleep_mode=bool(trl.get("vllm_enable_sleep_mode")),
+        vllm_sleep_mode=bool(trl.vllm_enable_sleep_mode),
         training_processes=processes,
         sharding=MEMORY_SHARDING[recipe.launch.sharding or "ddp"],
-        max_steps=trl.get("max_steps") if (trl.get("max_steps") or 0) > 0 else None,
+        max_steps=trl.max_steps if trl.max_steps > 0 else None,
         evaluation_every=evaluation.every_steps if evaluation and evaluation.every_steps else None,
         evaluation_completions=evaluation.prompts * evaluation.generations if evaluation else 0,
-        save_steps=trl.get("save_steps") if trl.get("save_strategy") == "steps" else None,
+        save_steps=trl.save_steps if trl.save_strategy == "steps" else None,
         price_per_gpu_hour=price_per_gpu_hour,
     )
 

@@ -21,11 +21,12 @@ import importlib.metadata
 import importlib.util
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from packaging.version import Version
 
 from skill.errors import SkillError
+from skill.grpo_fields import FIELD_RENAMES, GRPOFields
 from skill.python_source import parse
 from skill.recipe.schema import GRPORecipe, target_is_this_machine
 from skill.recipe.stack import STACK_FILE, lowest_allowed
@@ -46,24 +47,6 @@ REMOVED_FIELDS = {
     "use_vllm_server": "use vllm_mode='server' with use_vllm=True.",
     "vllm_device": "the vLLM server runs as its own process (`trl vllm-serve`); set vllm_server_host/port.",
 }
-
-
-class Rename(NamedTuple):
-    """A GRPOConfig field renamed by transformers: ``new`` exists from ``since``; ``old`` is what earlier
-    versions read and stays a deprecated alias afterwards (transformers >= 5.23 mirrors it onto ``new`` when
-    the arguments are built; "will be removed in v6")."""
-
-    old: str
-    new: str
-    since: str
-
-
-# The one table of field names that depend on the transformers version (read in training_args.py of 5.17,
-# 5.22, 5.23 and 5.24). Every other GRPOConfig field of TRL 1.16 is the same on all of them.
-FIELD_RENAMES = (
-    Rename("gradient_checkpointing", "activation_checkpointing", "5.23"),
-    Rename("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs", "5.23"),
-)
 
 
 def installed_versions() -> dict[str, str]:
@@ -270,10 +253,11 @@ def build_grpo_config(
                 + "; every other field as emitted."
             )
     current_world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if target_world_size != current_world_size and built.get("generation_batch_size") is None:
-        per_device = built.get("per_device_train_batch_size", 8)
-        steps = built.pop("steps_per_generation", None) or built.get("gradient_accumulation_steps", 1)
-        built["generation_batch_size"] = per_device * target_world_size * steps
+    if target_world_size != current_world_size and GRPOFields(kwargs).generation_batch_size is None:
+        fields = GRPOFields(kwargs)
+        steps = fields.steps_per_generation or fields.gradient_accumulation_steps
+        built.pop("steps_per_generation", None)
+        built["generation_batch_size"] = fields.per_device_train_batch_size * target_world_size * steps
         notes.append(
             f"Built as {current_world_size} process(es) with generation_batch_size={built['generation_batch_size']}, "
             f"the target's generation batch for {target_world_size} training processes."

@@ -10,7 +10,7 @@ from __future__ import annotations
 from skill.errors import SkillError
 from skill.recipe.compatibility import refuse_incompatible
 from skill.recipe.emit import check_rewards
-from skill.recipe.field_values import check_field_values, with_defaults
+from skill.recipe.field_values import check_field_values
 from skill.recipe.group_arithmetic import check_group_arithmetic
 from skill.recipe.plan_checks import refuse_quantized_vllm
 from skill.recipe.precision import check_master_weights
@@ -32,9 +32,8 @@ def validate_recipe(recipe: GRPORecipe) -> list[str]:
     check_master_weights(recipe.trl, recipe.method, overridden)
     check_server_url(recipe.trl)
     world_size = recipe.launch.training_processes
-    arithmetic = ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps")
-    check_group_arithmetic(with_defaults(recipe.trl, arithmetic), world_size)
-    weights = recipe.trl.get("reward_weights")
+    check_group_arithmetic(recipe.trl, world_size)
+    weights = recipe.grpo.reward_weights
     if weights is not None and len(weights) != len(recipe.rewards):
         raise SkillError(
             f"trl.reward_weights has {len(weights)} entries for {len(recipe.rewards)} rewards.",

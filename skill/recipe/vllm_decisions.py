@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields, grpo_config_defaults
 from skill.hardware.specs import HardwareSpec
 from skill.memory.components import estimate_components, with_shape
 from skill.recipe.memory_request import memory_request
@@ -21,8 +22,11 @@ from skill.timing.estimate import sleep_mode_seconds_per_step
 # Truncated importance sampling's cap: the TIS authors (Yao et al. 2025, "Your Efficient RL Framework Secretly
 # Brings You Off-Policy RL Training") truncate each token's vLLM/trainer ratio at C = 2.
 TIS_CAP = 2.0
-# TRL 1.16's masked-IS cap (GRPOConfig.vllm_importance_sampling_clip_max default, trl/trainer/grpo_config.py).
-MASK_CAP = 3.0
+# TRL's masked-IS cap: its own default for vllm_importance_sampling_clip_max.
+MASK_CAP = float(grpo_config_defaults()["vllm_importance_sampling_clip_max"])
+# The importance-sampling mode emit decides when the caller and the variants leave it to the recipe (its reason is
+# importance_sampling_fields'); TRL's own default is sequence_mask.
+DECIDED_MODE = "token_truncate"
 # vLLM's own activations and CUDA graphs inside its share (skill.memory.schema.VLLM_RUNTIME_GIB, modelled).
 VLLM_RUNTIME_GIB = 0.5
 Decision = tuple[str, Any, str]
@@ -39,9 +43,10 @@ def importance_sampling_fields(trl: dict[str, Any]) -> list[Decision]:
     >>> importance_sampling_fields({"use_vllm": False})
     []
     """
-    if not trl.get("use_vllm"):
+    fields = GRPOFields(trl)
+    if not fields.use_vllm:
         return []
-    mode = trl.get("vllm_importance_sampling_mode", "token_truncate")
+    mode = fields.vllm_importance_sampling_mode if fields.is_set("vllm_importance_sampling_mode") else DECIDED_MODE
     if mode.endswith("_truncate"):
         cap = (
             TIS_CAP,
@@ -81,9 +86,10 @@ def colocate_tensor_parallel(trl: dict[str, Any], hardware: HardwareSpec, parame
     >>> colocate_tensor_parallel({"use_vllm": True, "vllm_mode": "server"}, h100x8, 32.8)
     []
     """
-    if hardware.accelerator != "gpu" or not trl.get("use_vllm") or trl.get("vllm_mode") != "colocate":
+    fields = GRPOFields(trl)
+    if hardware.accelerator != "gpu" or not fields.use_vllm or fields.vllm_mode != "colocate":
         return []
-    share = trl.get("vllm_gpu_memory_utilization", 0.3) * (hardware.memory_gib_per_gpu or 1.0)
+    share = fields.vllm_gpu_memory_utilization * (hardware.memory_gib_per_gpu or 1.0)
     weights = parameters_b * 1e9 * 2 / 2**30  # vLLM serves in bf16 (2 bytes a parameter)
     size = 1
     while weights / size + VLLM_RUNTIME_GIB > share and size * 2 <= hardware.gpus_per_node:
@@ -113,10 +119,11 @@ def check_server_url(trl: dict[str, Any]) -> None:
 vllm_mode='colocate': TRL reads the URL only in server mode. Send overrides {'use_vllm': True, 'vllm_mode': \
 'server'} with it, or leave the URL out.
     """
-    url = trl.get("vllm_server_base_url")
+    fields = GRPOFields(trl)
+    url = fields.vllm_server_base_url
     if url is None:
         return
-    mode = trl.get("vllm_mode", "colocate") if trl.get("use_vllm") else "none (use_vllm=False)"
+    mode = fields.vllm_mode if fields.use_vllm else "none (use_vllm=False)"
     if mode != "server":
         raise SkillError(
             f"vllm_server_base_url={url!r} is set but the recipe generates with vllm_mode={mode!r}: TRL reads the "
@@ -189,14 +196,14 @@ def sleep_mode_decision(memory_request: Any, parameters_b: float, share: float) 
 def decide_sleep_mode(recipe: Any, overridden: bool) -> None:
     """Set ``vllm_enable_sleep_mode`` on a GPU recipe with a colocated vLLM, from the memory estimate awake and
     asleep, with its reason (a caller's value wins; a model without a shape keeps TRL's default, awake)."""
-    trl, hardware = recipe.trl, recipe.hardware
-    if overridden or hardware.accelerator != "gpu" or not trl.get("use_vllm") or trl.get("vllm_mode") != "colocate":
+    fields, hardware = recipe.grpo, recipe.hardware
+    if overridden or hardware.accelerator != "gpu" or not fields.use_vllm or fields.vllm_mode != "colocate":
         return
     try:
         memory = memory_request(recipe)
     except SkillError:  # no shape: nothing to decide from
         return
-    share = trl.get("vllm_gpu_memory_utilization", 0.3) * (hardware.memory_gib_per_gpu or 1.0)
+    share = fields.vllm_gpu_memory_utilization * (hardware.memory_gib_per_gpu or 1.0)
     field, value, reason = sleep_mode_decision(memory, recipe.model.parameters_billions or 0.0, share)
-    trl[field] = value
+    recipe.trl[field] = value
     recipe.reasons.append(RecipeReason(field=field, value=value, source="hardware", reason=reason))

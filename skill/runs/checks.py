@@ -140,7 +140,7 @@ def check_target(recipe: GRPORecipe, force: bool = False, on_this_machine: bool 
                 "Run it on its target (grpo-rlvr config --output script, or the launch plan), send engine "
                 '{"kind": "slurm"} to submit it to a cluster, or emit a CPU recipe.',
             )
-    if recipe.trl.get("use_vllm") and importlib.util.find_spec("vllm") is None:
+    if recipe.grpo.use_vllm and importlib.util.find_spec("vllm") is None:
         raise SkillError(
             "The recipe generates with vLLM, which is not installed here.",
             "Install the vllm extra (pip install 'grpo-rlvr[vllm]'), or emit the recipe with use_vllm=False.",
@@ -268,7 +268,7 @@ def check_devices(recipe: GRPORecipe, force: bool) -> list[str]:
 def check_tracker(recipe: GRPORecipe) -> list[str]:
     """Refuse a tracker the recipe reports to that this environment lacks (transformers would fail at the trainer's
     start, after the model loaded); not overridable: a run cannot train without its callback. Notes for run.json."""
-    note = check_trackers_installed(recipe.trl.get("report_to"))
+    note = check_trackers_installed(recipe.grpo.report_to)
     return [note] if note else []
 
 

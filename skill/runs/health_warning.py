@@ -12,6 +12,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from skill.grpo_fields import GRPOFields
 from skill.recipe.variants import SYMPTOMS
 from skill.rewards.spec import RewardSpec
 from skill.runs.series import BatchShape, progress
@@ -33,11 +34,6 @@ class HealthWarning(BaseModel):
     evidence: dict[str, float] = Field(default_factory=dict, description="Window means, ratios, standard errors.")
 
 
-# TRL 1.16's GRPOConfig defaults for the two fields that change what a symptom calls for.
-TRL_DEFAULT_LOSS = "dapo"
-TRL_DEFAULT_RATIO_LEVEL = "token"
-
-
 class RunView(NamedTuple):
     """What a check reads: the logged points (training rows and held-out ``eval_*`` rows, in order), the reward
     specs, the batch shape when known (sets the noise floors), the run's length limits and its GRPOConfig kwargs
@@ -56,11 +52,11 @@ class RunView(NamedTuple):
         >>> RunView([], [], trl={"loss_type": "cispo"}).loss_type(), RunView([], []).loss_type()
         ('cispo', 'dapo')
         """
-        return (self.trl or {}).get("loss_type") or TRL_DEFAULT_LOSS
+        return GRPOFields(self.trl or {}).loss_type
 
     def sequence_ratios(self) -> bool:
         """Whether the run clips one importance ratio per sequence (GSPO's importance_sampling_level)."""
-        return ((self.trl or {}).get("importance_sampling_level") or TRL_DEFAULT_RATIO_LEVEL) == "sequence"
+        return GRPOFields(self.trl or {}).importance_sampling_level == "sequence"
 
     def samples(self) -> int | None:
         """Completions behind one training point, when the shape is known."""

@@ -183,10 +183,9 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
     if metrics:
         recipe = read_recipe(directory)
         shape = shape_of(recipe.trl, recipe.launch.training_processes, recipe.evaluation)
-        trl = recipe.trl
         # A run that ended (cancelled or failed too) is judged at its own end, not at a share of a plan it left.
         end = step if record.state in FINAL_STATES else planned
-        warnings = diagnose(metrics, recipe.rewards, trl.get("max_completion_length"), shape, end, trl)
+        warnings = diagnose(metrics, recipe.rewards, recipe.grpo.max_completion_length, shape, end, recipe.trl)
     health = [w.model_dump() for w in warnings]
     not_run = unchecked(metrics) if metrics else []
     paths = {
@@ -266,7 +265,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
     if dropped:
         notes.append(f"Dropped {dropped} prompt(s) over {recipe.dataset.max_prompt_tokens} tokens.")
     probed = checks.probed_prompts(recipe.provenance.route_decision, gate.inspection_id)
-    train, held_out = checks.split_held_out(rows, recipe.trl.get("seed", 3407), request.held_out_fraction, probed)
+    train, held_out = checks.split_held_out(rows, recipe.grpo.seed, request.held_out_fraction, probed)
     repeats = len(rows) - len(train) - len(held_out)
     notes.append(
         f"{len(train)} training prompts, {len(held_out)} held out for evaluation (none of the route's or the "
@@ -286,7 +285,7 @@ def _prepare(request: RunRequest, recipe: GRPORecipe, run_id: str) -> Path:
             staging,
             RunRecord(
                 run_id=run_id,
-                max_steps=recipe.trl.get("max_steps"),
+                max_steps=recipe.grpo.max_steps if recipe.grpo.max_steps > 0 else None,
                 checks=notes,
                 force_reason=request.force_reason or None,
                 inspection_id=gate.inspection_id,

@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields
 from skill.memory.estimate import estimate_memory
 from skill.models.miniature import save_miniature
 from skill.recipe.launch import launch_files
@@ -162,11 +163,12 @@ def _change(
 
 def _precision(trl: dict[str, Any], subs: list[Substitution]) -> None:
     """bf16 → fp32; a QLoRA base loads unquantized (``NF4_ON_CPU``), 8-bit optimizers run in fp32."""
-    init = dict(trl.get("model_init_kwargs") or {})
+    fields = GRPOFields(trl)
+    init = dict(fields.model_init_kwargs or {})
     loaded = {**init, "dtype": "float32"} if "dtype" in init else init
     quantized = loaded.pop("quantization_config", None) is not None
     values = {"bf16": False, "fp16": False, "model_init_kwargs": loaded or None}
-    if "8bit" in str(trl.get("optim", "")):
+    if "8bit" in str(fields.optim):
         values["optim"] = "adamw_torch"
     why = "bf16 → fp32: this CPU runs fp32" + ("; the NF4 base loads unquantized" if quantized else "")
     marks = ["mixed_precision"] + (["bitsandbytes=grpo-rlvr[gpu]"] if "optim" in values else [])
@@ -197,9 +199,10 @@ def _device(trl: dict[str, Any], subs: list[Substitution], sharding: str) -> Non
 
 
 def _generation(trl: dict[str, Any], subs: list[Substitution], prompt_tokens: int) -> None:
-    budget = min(int(trl.get("max_completion_length") or 256), COMPLETION_TOKENS)
+    fields = GRPOFields(trl)
+    budget = min(int(fields.max_completion_length), COMPLETION_TOKENS)
     values: dict[str, Any] = {"max_completion_length": budget, "max_steps": STEPS, "save_steps": 1, "logging_steps": 1}
-    if trl.get("vllm_max_model_length"):
+    if fields.vllm_max_model_length:
         values["vllm_max_model_length"] = prompt_tokens + budget
     _change(
         trl,
@@ -209,10 +212,10 @@ def _generation(trl: dict[str, Any], subs: list[Substitution], prompt_tokens: in
         f"{STEPS} steps of {budget} tokens, each logged and checkpointed: the plan is rehearsed, not the run",
         marks=["--max-model-len"],
     )
-    if not trl.get("use_vllm"):
+    if not fields.use_vllm:
         return
     if importlib.util.find_spec("vllm") is None:
-        if trl.get("vllm_mode") == "server" and not trl.get("vllm_server_base_url"):
+        if fields.vllm_mode == "server" and not fields.vllm_server_base_url:
             raise SkillError(
                 "This plan starts a vLLM server, and vLLM is not installed here: without it the rehearsal would "
                 "launch another plan (no server, GPU 0 idle).",
@@ -284,7 +287,7 @@ def rehearsed_recipe(recipe: GRPORecipe) -> tuple[GRPORecipe, list[Substitution]
                 why=f"QLoRA → LoRA on a float32 base: {NF4_ON_CPU}",
             )
         )
-    if uses_vllm_server(recipe) and trl.get("use_vllm"):
+    if uses_vllm_server(recipe) and recipe.grpo.use_vllm:
         subs.append(
             Substitution(
                 what="server weight sync",
@@ -357,9 +360,11 @@ def launch_differences(
             if not explained and not all(line[1:].startswith("# ") for line in hunk):
                 unlisted.append(f"{name}: {' / '.join(hunk)}")
     fields = {field for sub in subs for field in sub.fields}
-    keys = set(real.trl) | set(rehearsed.trl)
+    stated, rehearsed_stated = real.grpo.stated(), rehearsed.grpo.stated()
     unlisted += [
-        f"GRPOConfig {key}" for key in sorted(keys) if real.trl.get(key) != rehearsed.trl.get(key) and key not in fields
+        f"GRPOConfig {key}"
+        for key in sorted(set(stated) | set(rehearsed_stated))
+        if stated.get(key) != rehearsed_stated.get(key) and key not in fields
     ]
     if unlisted:
         raise SkillError(
@@ -449,7 +454,7 @@ def install_server_sync_replacement(directory: Path, recipe: GRPORecipe) -> bool
     """In a rehearsal of a server plan, TRL's weight sync into the server (NCCL, CUDA only) walks the parameters on
     every rank, as the real sync does (ZeRO-3's gathers are collectives), and sends none. Before GRPOTrainer is built:
     it opens the NCCL group in its constructor."""
-    if not is_rehearsal(directory) or not uses_vllm_server(recipe) or not recipe.trl.get("use_vllm"):
+    if not is_rehearsal(directory) or not uses_vllm_server(recipe) or not recipe.grpo.use_vllm:
         return False
     from trl.generation.vllm_client import VLLMClient
 
@@ -546,8 +551,7 @@ def memory_verdict(recipe: GRPORecipe) -> str:
 
 def describe_plan(recipe: GRPORecipe, engine: str) -> str:
     """One line: the target and the plan rehearsed."""
-    trl = recipe.trl
-    generation = f"vLLM {trl.get('vllm_mode')}" if trl.get("use_vllm") else "transformers generation"
+    generation = f"vLLM {recipe.grpo.vllm_mode}" if recipe.grpo.use_vllm else "transformers generation"
     return (
         f"{recipe.model.name} ({recipe.method}) for {describe_hardware(recipe.hardware)}: {engine} engine, "
         f"{recipe.launch.training_processes} trainer(s) on {recipe.hardware.nodes} node(s), "

@@ -18,6 +18,8 @@ import math
 import statistics
 from typing import Any, NamedTuple
 
+from skill.grpo_fields import GRPOFields
+
 # Windows. Six points is the least that gives two disjoint windows of three; three points average
 # out one unlucky batch for a level check.
 MIN_TREND_POINTS = 6
@@ -53,9 +55,10 @@ class BatchShape(NamedTuple):
     ) -> BatchShape:
         """From GRPOConfig kwargs (TRL's defaults where unset): TRL averages every metric over one optimizer step
         (per device batch x accumulation x processes completions) and then over ``logging_steps`` steps."""
-        per_step = int(trl.get("per_device_train_batch_size") or 8) * int(trl.get("gradient_accumulation_steps") or 1)
-        completions = per_step * max(1, world_size) * int(trl.get("logging_steps") or 1)
-        return cls(completions, int(trl.get("num_generations") or 8), eval_prompts, eval_generations)
+        fields = GRPOFields(trl)
+        per_step = int(fields.per_device_train_batch_size) * int(fields.gradient_accumulation_steps)
+        completions = per_step * max(1, world_size) * max(1, int(fields.logging_steps))
+        return cls(completions, int(fields.num_generations), eval_prompts, eval_generations)
 
 
 def proportion_se(p: float, n: float) -> float:

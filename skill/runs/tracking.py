@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from skill.grpo_fields import GRPOFields
 from skill.recipe.schema import GRPORecipe
 from skill.recipe.tracking import trackers_of
 from skill.runs.health import diagnose, shape_of, what_to_change
@@ -128,13 +129,14 @@ def start_tracking(run_dir: Path, trl: dict[str, Any], writer: bool) -> dict[str
     >>> start_tracking(Path("/s/runs/r1"), {"report_to": "none"}, writer=True)
     {}
     """
-    trackers = trackers_of(trl.get("report_to"))
+    fields = GRPOFields(trl)
+    trackers = trackers_of(fields.report_to)
     if not trackers:
         return {}
     environment = tracker_environment(run_dir, trackers, os.environ)
     os.environ.update(environment)
     if writer:
-        space = trl.get("trackio_space_id")  # the caller's Space, when the recipe names one
+        space = fields.trackio_space_id  # the caller's Space, when the recipe names one
         shown_in = {**os.environ, **({"TRACKIO_SPACE_ID": space} if space else {})}
         shown = [where_it_shows(tracker, run_dir.name, shown_in).model_dump() for tracker in trackers]
         write_atomically(run_dir / TRACKING_FILE, json.dumps(shown, indent=1))
@@ -188,7 +190,7 @@ def make_alert_callback(run_dir: Path, recipe: GRPORecipe) -> Any:
     Added after the callback that writes metrics.jsonl, so each read sees the step just logged."""
     from transformers import TrainerCallback
 
-    trackers = trackers_of(recipe.trl.get("report_to"))
+    trackers = trackers_of(recipe.grpo.report_to)
     if not trackers:
         return None
     shape = shape_of(recipe.trl, recipe.launch.training_processes, recipe.evaluation)
@@ -207,7 +209,7 @@ def make_alert_callback(run_dir: Path, recipe: GRPORecipe) -> Any:
             if not logs or not state.is_world_process_zero:
                 return
             metrics = read_jsonl(run_dir / "metrics.jsonl")
-            found = diagnose(metrics, recipe.rewards, recipe.trl.get("max_completion_length"), shape, state.max_steps)
+            found = diagnose(metrics, recipe.rewards, recipe.grpo.max_completion_length, shape, state.max_steps)
             for warning in found:
                 if warning.code in self.sent:
                     continue

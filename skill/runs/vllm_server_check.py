@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from skill.errors import SkillError
+from skill.grpo_fields import GRPOFields
 from skill.models.sources import resolve_model_path, resolve_tokenizer_path
 from skill.recipe.schema import GRPORecipe
 from skill.sampling.prompts import end_token_ids
 
 SERVER_CHECK_FILE = "vllm_server_check.json"
-DEFAULT_SERVER_TIMEOUT_S = 240  # TRL's vllm_server_timeout default
 
 
 def server_base_url(settings: dict[str, Any]) -> str:
@@ -37,15 +37,16 @@ def server_base_url(settings: dict[str, Any]) -> str:
     >>> server_base_url({"vllm_server_port": 40002}), server_base_url({"vllm_server_base_url": "http://h:9"})
     ('http://0.0.0.0:40002', 'http://h:9')
     """
-    if settings.get("vllm_server_base_url"):
-        return settings["vllm_server_base_url"]
-    return f"http://{settings.get('vllm_server_host', '0.0.0.0')}:{settings.get('vllm_server_port', 8000)}"
+    fields = GRPOFields(settings)
+    if fields.vllm_server_base_url:
+        return fields.vllm_server_base_url
+    return f"http://{fields.vllm_server_host}:{fields.vllm_server_port}"
 
 
 def needed_context(recipe: GRPORecipe, settings: dict[str, Any]) -> int:
     """The context a server must hold: the longest prompt run_grpo keeps (``dataset.max_prompt_tokens``; TRL 1.16 no
     longer truncates prompts) plus the completion budget."""
-    return recipe.dataset.max_prompt_tokens + int(settings.get("max_completion_length") or 256)
+    return recipe.dataset.max_prompt_tokens + int(GRPOFields(settings).max_completion_length)
 
 
 def prompt_token_ids(tokenizer: Any, prompt: Any) -> list[int]:
@@ -62,21 +63,20 @@ def check_vllm_server(run_dir: Path, recipe: GRPORecipe, prompt: Any, settings: 
     from transformers import AutoTokenizer
     from trl.generation.vllm_client import VLLMClient
 
+    fields = GRPOFields(settings)
     base_url = server_base_url(settings)
-    client = VLLMClient(
-        base_url=base_url, connection_timeout=settings.get("vllm_server_timeout", DEFAULT_SERVER_TIMEOUT_S)
-    )
+    client = VLLMClient(base_url=base_url, connection_timeout=fields.vllm_server_timeout)
     model_config = client.get_server_info().get("model_config", {})
     model_path = str(resolve_model_path(recipe.model.name))
-    budget = int(settings.get("max_completion_length") or 256)
+    budget = int(fields.max_completion_length)
     needed = needed_context(recipe, settings)
     tokenizer = AutoTokenizer.from_pretrained(resolve_tokenizer_path(recipe.model.name))
     ids = prompt_token_ids(tokenizer, prompt)
     started = time.time()
     output = client.generate(
         prompts=[ids],
-        n=int(settings.get("num_generations", 8)),
-        temperature=float(settings.get("temperature", 1.0)),
+        n=int(fields.num_generations),
+        temperature=float(fields.temperature),
         max_tokens=budget,
     )
     completions = output["completion_ids"]

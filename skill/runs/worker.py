@@ -281,7 +281,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
 
     stamp_reward_review(run_dir, recipe, writer)
     rows = read_jsonl(run_dir / "train.jsonl")
-    max_steps = recipe.trl.get("max_steps") or -1
+    max_steps = recipe.grpo.max_steps
     kwargs = dict(recipe.trl)
     kwargs.update(
         save_strategy="steps",
@@ -346,7 +346,7 @@ def save_merged(run_dir: Path, recipe: GRPORecipe) -> None:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    dtype = torch.bfloat16 if recipe.trl.get("bf16") else torch.float16 if recipe.trl.get("fp16") else torch.float32
+    dtype = torch.bfloat16 if recipe.grpo.bf16 else torch.float16 if recipe.grpo.fp16 else torch.float32
     base = AutoModelForCausalLM.from_pretrained(resolve_model_path(recipe.model.name), dtype=dtype)
     merged = PeftModel.from_pretrained(base, str(run_dir / "final")).merge_and_unload()
     merged.save_pretrained(str(run_dir / "final-merged"))

@@ -83,3 +83,11 @@ def test_the_rename_table_is_the_whole_difference_with_the_newest():
         f"print(json.dumps(sorted(fields_under({installed_transformers()!r}))))",
     )
     assert known_there == here  # the newest's fields - the table = the target's real fields
+
+
+def test_the_defaults_file_is_the_target_grpo_config():
+    """The defaults every recipe read falls back to are the target's own GRPOConfig defaults (in .venv,
+    tests/test_artifacts.py checks the same file against the newest transformers with the renames applied)."""
+    from skill.grpo_fields import grpo_config_defaults, installed_defaults
+
+    assert installed_defaults(installed_transformers()) == grpo_config_defaults()
