@@ -35,9 +35,12 @@ REWARD_RISE_ABS = 0.05
 class BatchShape(NamedTuple):
     """How many samples stand behind one logged point, which is what sets the noise of every statistic.
 
-    >>> shape = BatchShape.from_trl({"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2})
+    >>> per_device = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}
+    >>> shape = BatchShape.from_trl({**per_device, "logging_steps": 1})
     >>> shape.completions, shape.group_size, shape.groups
     (16, 8, 2)
+    >>> BatchShape.from_trl(per_device).completions  # logging_steps left out: TRL logs every 10 steps
+    160
     """
 
     completions: int  # completions averaged into one logged training point
