@@ -24,7 +24,7 @@ def _case(name: str, dataset: Any, verifier: Any, rewards: list[Any], fresh_rows
     from skill.data import load_rows
     from skill.intervals import wilson_interval
     from skill.recipe.completion_budget import reference_answer_tokens, size_completion_budget
-    from skill.recipe.seed_recipe import SEED
+    from skill.recipe.field_rules import seed_values
     from skill.routing.evidence import measure_lengths
     from skill.routing.probe import ProbeSpec, run_probe
     from skill.sampling.engines import sample_completions
@@ -35,7 +35,7 @@ def _case(name: str, dataset: Any, verifier: Any, rewards: list[Any], fresh_rows
     _evidence, samples, _rows = run_probe(spec, verifier, None, None)
     lengths = measure_lengths(samples, spec.max_new_tokens, spec.temperature, spec.success_threshold)
     references = reference_answer_tokens(dataset, MODEL)
-    budget = size_completion_budget(lengths, references, rewards, seed=SEED["max_completion_length"][0])
+    budget = size_completion_budget(lengths, references, rewards, seed=seed_values()["max_completion_length"][0])
     prompts = [row["prompt"] for row in rows[fresh_rows]]
     settings = SamplingSettings(n=n, max_new_tokens=2 * budget.value, seed=1)
     counts = [count for group in sample_completions(MODEL, prompts, settings).groups for count in group.token_counts]

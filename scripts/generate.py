@@ -137,10 +137,55 @@ def _reward_catalogue() -> str:
 
 
 def _seed_table() -> str:
-    from skill.recipe.seed_recipe import SEED
+    from skill.recipe.field_rules import seed_values
 
     lines = ["| GRPOConfig field | value | why |", "|---|---|---|"]
-    lines.extend(f"| `{field}` | `{value!r}` | {reason} |" for field, (value, reason) in SEED.items())
+    lines.extend(f"| `{field}` | `{value!r}` | {reason} |" for field, (value, reason) in seed_values().items())
+    return "\n".join(lines) + "\n"
+
+
+def _cross_field_checks() -> dict[str, list[str]]:
+    """Field -> the cross-field checks of skill/recipe/compatibility.py that read it (``v.<field>`` in each rule)."""
+    import ast
+    import inspect
+
+    from skill.recipe.compatibility import RULES
+
+    readers: dict[str, list[str]] = {}
+    for rule in RULES:
+        tree = ast.parse(inspect.getsource(rule))
+        for field in sorted({node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}):
+            readers.setdefault(field, []).append(rule.__name__.strip("_").replace("_", " "))
+    return readers
+
+
+def _field_reference() -> str:
+    from skill.grpo_fields import grpo_config_defaults
+    from skill.recipe.field_rules import field_rules
+    from skill.recipe.trl_contract import supported_choices
+
+    defaults, choices, checks = grpo_config_defaults(), supported_choices(), _cross_field_checks()
+    lines = [
+        "| field | decision | value | why | where else | CPU short run | allowed | cross-field checks |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, rule in field_rules().items():
+        default = defaults.get(name)
+        value = f"`{rule.value!r}`" if rule.seeded else f"TRL's default `{default!r}`"
+        if rule.decision == "set":
+            value = f"decided per recipe (TRL's default `{default!r}`)"
+        where = rule.set_by or rule.changed_by or ""
+        cpu = f"`{rule.cpu[0]!r}`: {_markdown_cell(rule.cpu[1])}" if rule.cpu else ""
+        allowed = ", ".join(f"`{choice}`" for choice in choices[name]) if rule.enumerated else ""
+        if rule.bounds is not None:
+            allowed = rule.bounds.words()
+        cells = [f"`{name}`", rule.decision, value, _markdown_cell(rule.reason), _markdown_cell(where), cpu, allowed]
+        lines.append("| " + " | ".join([*cells, ", ".join(checks.get(name, []))]) + " |")
+    others = sorted(
+        set(defaults) - set(field_rules()) - {"activation_checkpointing", "activation_checkpointing_kwargs"}
+    )
+    lines += ["", f"Left at their defaults, as TrainingArguments fields that do not change a GRPO run ({len(others)}):"]
+    lines.append(", ".join(f"`{name}`" for name in others) + ".")
     return "\n".join(lines) + "\n"
 
 
@@ -169,6 +214,7 @@ GENERATED_BLOCKS: dict[str, Callable[[], str]] = {
     "variants-table": _variants_table,
     "variants-detail": _variants_detail,
     "seed-recipe": _seed_table,
+    "grpo-fields": _field_reference,
 }
 
 

@@ -348,9 +348,9 @@ def grpo_field_reads_outside_the_view(tree: ast.AST, fields: set[str]) -> list[t
             found.append((node.lineno, "a .trl.get() read"))
         if field_get(node) and len(node.args) > 1 and restated(node.args[1]):
             found.append((node.lineno, f"{ast.unparse(node)} restates a default"))
-        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and field_get(node.values[0]):
-            if any(isinstance(value, ast.Constant) and restated(value) for value in node.values[1:]):
-                found.append((node.lineno, f"{ast.unparse(node)} restates a default"))
+        fallback = isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and field_get(node.values[0])
+        if fallback and any(isinstance(value, ast.Constant) and restated(value) for value in node.values[1:]):
+            found.append((node.lineno, f"{ast.unparse(node)} restates a default"))
     return sorted(found)
 
 

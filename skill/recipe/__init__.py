@@ -3,9 +3,9 @@
 Owns, by concept:
 
 - the contract and its maker: ``schema`` (``GRPORecipe``, data only), ``emit`` (``emit_grpo_config``);
-- deciding the fields: ``seed_recipe`` (the reference values), ``field_decisions`` (every GRPOConfig field, set or
-  left to TRL with why), ``field_values`` (the values a field may take), ``precision`` (load dtype and mixed
-  precision), ``prompts`` (the prompt budget), ``completion_budget`` (``max_completion_length``),
+- deciding the fields: ``field_rules`` (one rule per GRPOConfig field in ``field_rules.toml``: the seed value or
+  TRL's default, the reason, the range), ``field_values`` (the values a field may take), ``precision`` (load
+  dtype and mixed precision), ``prompts`` (the prompt budget), ``completion_budget`` (``max_completion_length``),
   ``group_arithmetic`` (TRL's generation-batch arithmetic), ``evaluation_plan`` (held-out scoring),
   ``vllm_decisions`` (the vLLM path's numbers), ``reference_price`` (what beta > 0 costs), ``tracking``
   (``report_to``), ``variants`` (Dr. GRPO, DAPO, GSPO, ...), ``step_time`` (the recipe's time estimate);

@@ -29,6 +29,7 @@ from skill.recipe.completion_budget import (
     size_completion_budget,
 )
 from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
+from skill.recipe.field_rules import cpu_short_run_values, seed_values
 from skill.recipe.field_values import check_field_values
 from skill.recipe.group_arithmetic import check_group_arithmetic
 from skill.recipe.launch import with_sharding
@@ -47,7 +48,6 @@ from skill.recipe.schema import (
     RecipeReason,
     target_is_this_machine,
 )
-from skill.recipe.seed_recipe import CPU_SHORT_RUN, SEED
 from skill.recipe.step_time import attach_time_estimate
 from skill.recipe.tracking import Tracker, tracking_fields
 from skill.recipe.trl_contract import (
@@ -144,7 +144,7 @@ def _apply_hardware(
     checkpointing = field_name("activation_checkpointing", transformers_version)
     if hardware.accelerator == "cpu":
         build.set("use_cpu", True, "hardware", "CPU target")
-        for field, (value, reason) in CPU_SHORT_RUN.items():
+        for field, (value, reason) in cpu_short_run_values().items():
             build.set(field, value, "hardware", reason)
         build.set(
             "use_vllm",
@@ -218,7 +218,7 @@ def _apply_generation_decisions(build: _Builder, request: RecipeRequest, paramet
 def _apply_completion_budget(build: _Builder, request: RecipeRequest, probe: CompletionLengths | None) -> int:
     """max_completion_length from the task's evidence (skill.recipe.completion_budget); returns the sized value."""
     references = reference_answer_tokens(request.dataset, request.model.name)
-    budget = size_completion_budget(probe, references, request.rewards, SEED["max_completion_length"][0])
+    budget = size_completion_budget(probe, references, request.rewards, seed_values()["max_completion_length"][0])
     build.set("max_completion_length", budget.value, "task", budget.reason)
     build.notes += budget.warnings
     return budget.value
@@ -337,9 +337,10 @@ def _decide_kwargs(
 ) -> tuple[_Builder, PeftSpec | None, Any]:
     """The GRPOConfig kwargs in the order of precedence: seed, hardware, method, the task, variants, overrides."""
     build = _Builder()
-    for field, (value, reason) in SEED.items():
+    seed = seed_values()
+    for field, (value, reason) in seed.items():
         build.set(field, value, "seed", reason)
-    for field, value, source, reason in tracking_fields(request.report_to, SEED["report_to"][0]):
+    for field, value, source, reason in tracking_fields(request.report_to, seed["report_to"][0]):
         build.set(field, value, source, reason)
     _apply_hardware(
         build, request.hardware, parameters_b, request.method, recipe_transformers(request.hardware.accelerator)

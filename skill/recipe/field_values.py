@@ -1,5 +1,5 @@
 """The values a recipe's GRPOConfig fields may take: the type the installed ``GRPOConfig`` declares, a finite
-number, and the range the trainer can use.
+number, and the range the trainer can use (each field's ``bounds`` in ``field_rules.toml``).
 
 ``GRPOConfig`` stores ``learning_rate="fast"``, NaN or -1 without a word; training then fails (or silently
 does nothing) minutes later in another process. Emit and run_grpo both check every value here first, so a
@@ -11,80 +11,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 from skill.errors import SkillError
-
-
-class Bounds(NamedTuple):
-    """A closed or open interval; None leaves that side free."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def holds(self, value: float) -> bool:
-        """
-        >>> Bounds(0, None, low_open=True).holds(0.0), Bounds(0, 1).holds(1.0)
-        (False, True)
-        """
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return not (self.high is not None and (value >= self.high if self.high_open else value > self.high))
-
-    def words(self) -> str:
-        """
-        >>> Bounds(0, 1, low_open=True).words()
-        'a number > 0 and <= 1'
-        """
-        parts = []
-        if self.low is not None:
-            parts.append(f"{'>' if self.low_open else '>='} {self.low:g}")
-        if self.high is not None:
-            parts.append(f"{'<' if self.high_open else '<='} {self.high:g}")
-        return "a number " + " and ".join(parts)
-
-
-POSITIVE = Bounds(0, None, low_open=True)
-NON_NEGATIVE = Bounds(0, None)
-FRACTION = Bounds(0, 1)
-AT_LEAST_ONE = Bounds(1, None)
-
-# The ranges TRL's GRPOTrainer and transformers' Trainer can use; a field not named here must still be finite.
-RANGES: dict[str, Bounds] = {
-    "learning_rate": POSITIVE,
-    "beta": NON_NEGATIVE,
-    "temperature": POSITIVE,
-    "top_p": Bounds(0, 1, low_open=True),
-    "min_p": FRACTION,
-    "repetition_penalty": POSITIVE,
-    "epsilon": NON_NEGATIVE,
-    "epsilon_high": NON_NEGATIVE,
-    "delta": POSITIVE,
-    "max_grad_norm": NON_NEGATIVE,
-    "weight_decay": NON_NEGATIVE,
-    "warmup_ratio": FRACTION,
-    "warmup_steps": NON_NEGATIVE,
-    "adam_beta1": Bounds(0, 1, high_open=True),
-    "adam_beta2": Bounds(0, 1, high_open=True),
-    "adam_epsilon": POSITIVE,
-    "num_generations": AT_LEAST_ONE,
-    "num_iterations": AT_LEAST_ONE,
-    "max_completion_length": AT_LEAST_ONE,
-    "per_device_train_batch_size": AT_LEAST_ONE,
-    "gradient_accumulation_steps": AT_LEAST_ONE,
-    "steps_per_generation": AT_LEAST_ONE,
-    "generation_batch_size": AT_LEAST_ONE,
-    "num_train_epochs": POSITIVE,
-    "logging_steps": POSITIVE,
-    "save_steps": POSITIVE,
-    "save_total_limit": AT_LEAST_ONE,
-    "seed": NON_NEGATIVE,
-    "vllm_gpu_memory_utilization": Bounds(0, 1, low_open=True),
-    "vllm_tensor_parallel_size": AT_LEAST_ONE,
-    "top_entropy_quantile": FRACTION,
-}
+from skill.recipe.field_rules import ranges
 
 
 @functools.cache
@@ -116,7 +46,7 @@ def _check_number(name: str, value: Any, kind: str) -> None:
         raise _refuse(name, value, "is not a finite number", "a finite number")
     if kind == "int" and not float(value).is_integer():
         raise _refuse(name, value, "is not a whole number", "an integer")
-    bounds = RANGES.get(name)
+    bounds = ranges().get(name)
     if bounds is not None and not bounds.holds(value):
         raise _refuse(name, value, "is out of range", bounds.words())
 

@@ -8,7 +8,10 @@ from typing import Any
 
 from skill.errors import SkillError
 from skill.grpo_fields import GRPOFields
-from skill.recipe.seed_recipe import GROUP_SIZE_FLOOR
+
+# The smallest group a recipe may sample per prompt: with fewer samples the group mean is too noisy a baseline and
+# most groups have no mixed outcomes (the seed recipe's num_generations, field_rules.toml).
+GROUP_SIZE_FLOOR = 8
 
 
 def check_group_arithmetic(trl: dict[str, Any], world_size: int) -> None:

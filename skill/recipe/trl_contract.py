@@ -28,17 +28,9 @@ from packaging.version import Version
 from skill.errors import SkillError
 from skill.grpo_fields import FIELD_RENAMES, GRPOFields
 from skill.python_source import parse
+from skill.recipe.field_rules import enumerated_fields
 from skill.recipe.schema import GRPORecipe, target_is_this_machine
 from skill.recipe.stack import STACK_FILE, lowest_allowed
-
-ENUMERATED_FIELDS = (
-    "loss_type",
-    "scale_rewards",
-    "importance_sampling_level",
-    "vllm_mode",
-    "multi_objective_aggregation",
-    "vllm_importance_sampling_mode",
-)
 
 # Fields that older recipes and tutorials still use; each note says what replaced it.
 REMOVED_FIELDS = {
@@ -142,7 +134,7 @@ def supported_choices() -> dict[str, tuple[str, ...]]:
     >>> "dr_grpo" in supported_choices()["loss_type"], supported_choices()["vllm_mode"]
     (True, ('colocate', 'server'))
     """
-    found: dict[str, set[str]] = {name: set() for name in ENUMERATED_FIELDS}
+    found: dict[str, set[str]] = {name: set() for name in enumerated_fields()}
     for module in ("trl.trainer.grpo_trainer", "trl.trainer.grpo_config"):
         tree = parse(_trl_source(module).read_text())
         for node in ast.walk(tree):
