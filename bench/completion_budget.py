@@ -1,4 +1,4 @@
-"""The completion budget against completions its probe never saw (skill.recipe.completion_budget).
+"""The completion budget against completions its probe never saw (skill.recipe.deciding.completion_budget).
 
 The rule promises a budget that cuts at most half of the probe's completions. Whether that holds beyond the probe
 is measured here: the budget is sized from a probe of the embedded model exactly as emit_grpo_config sizes it, then
@@ -23,8 +23,8 @@ OLD_CPU_BUDGET = 16
 def _case(name: str, dataset: Any, verifier: Any, rewards: list[Any], fresh_rows: slice, probe: dict, n: int) -> dict:
     from skill.data import load_rows
     from skill.intervals import wilson_interval
-    from skill.recipe.completion_budget import reference_answer_tokens, size_completion_budget
-    from skill.recipe.field_rules import seed_values
+    from skill.recipe.deciding.completion_budget import reference_answer_tokens, size_completion_budget
+    from skill.recipe.deciding.field_rules import seed_values
     from skill.routing.evidence import measure_lengths
     from skill.routing.probe import ProbeSpec, run_probe
     from skill.sampling.engines import sample_completions

@@ -84,7 +84,7 @@ def eight_gpus() -> dict:
 
 
 def two_nodes() -> dict:
-    from skill.recipe.slurm_script import SlurmSettings
+    from skill.recipe.launching.slurm_script import SlurmSettings
 
     cluster = _load(ROOT / "scripts" / "slurm_cluster.py")
     overrides = {"use_vllm": False, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1}

@@ -108,7 +108,7 @@ def _bare_command(work: Path, recipe, processes: int, arguments: list[str]) -> t
     script.write_text(BARE)
     if processes == 1:
         return [sys.executable, str(script), *arguments], dict(os.environ)
-    from skill.recipe.launch import launch_files, on_cpu_processes, write_launch_files
+    from skill.recipe.launching.launch import launch_files, on_cpu_processes, write_launch_files
     from skill.runs.engines import free_port
 
     hand = work / "hand-launch"

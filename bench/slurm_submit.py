@@ -31,8 +31,8 @@ def _load(path: Path):
 
 def _hand(work: Path, recipe, settings, arguments: list[str]) -> tuple[float, list[float]]:
     """sbatch the plan's files by hand with the bare script as the trainer; (submit time, step times)."""
-    from skill.recipe.launch import launch_files, on_cpu_processes, write_files
-    from skill.recipe.slurm_script import slurm_script
+    from skill.recipe.launching.launch import launch_files, on_cpu_processes, write_files
+    from skill.recipe.launching.slurm_script import slurm_script
 
     laid_out = on_cpu_processes(recipe, 2, nodes=2)
     hand = work / "hand"
@@ -64,7 +64,7 @@ def measure(steps: int = 10) -> dict[str, float]:
     overhead = _load(ROOT / "bench" / "runner_overhead.py")
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-slurm-"))
     os.environ["GRPO_RLVR_HOME"] = str(work / "state")
-    from skill.recipe.slurm_script import SlurmSettings
+    from skill.recipe.launching.slurm_script import SlurmSettings
     from skill.runs.jobs import RunRequest, run_grpo, run_status
     from skill.runs.store import read_jsonl
 

@@ -24,9 +24,9 @@ BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[\w-]+) -->\n)(?P<body>.*?)
 def _schema_models() -> dict[str, tuple[type[BaseModel], str]]:
     from skill.hardware.specs import HardwareSpec
     from skill.memory.estimate import MemoryEstimate, MemoryRequest
+    from skill.recipe.deciding.variants import Variant
     from skill.recipe.emit import RecipeRequest
     from skill.recipe.schema import GRPORecipe
-    from skill.recipe.variants import Variant
     from skill.rewards.spec import RewardSpec
 
     return {
@@ -63,7 +63,7 @@ def render_schemas() -> dict[str, str]:
 
 
 def _variants_table() -> str:
-    from skill.recipe.variants import VARIANTS
+    from skill.recipe.deciding.variants import VARIANTS
 
     lines = ["| symptom | variant | config delta | other changes |", "|---|---|---|---|"]
     for variant in VARIANTS:
@@ -75,7 +75,7 @@ def _variants_table() -> str:
 
 
 def _variants_detail() -> str:
-    from skill.recipe.variants import VARIANTS
+    from skill.recipe.deciding.variants import VARIANTS
 
     parts = []
     for variant in sorted(VARIANTS, key=lambda item: -item.precedence):
@@ -137,7 +137,7 @@ def _reward_catalogue() -> str:
 
 
 def _seed_table() -> str:
-    from skill.recipe.field_rules import seed_values
+    from skill.recipe.deciding.field_rules import seed_values
 
     lines = ["| GRPOConfig field | value | why |", "|---|---|---|"]
     lines.extend(f"| `{field}` | `{value!r}` | {reason} |" for field, (value, reason) in seed_values().items())
@@ -145,11 +145,12 @@ def _seed_table() -> str:
 
 
 def _cross_field_checks() -> dict[str, list[str]]:
-    """Field -> the cross-field checks of skill/recipe/compatibility.py that read it (``v.<field>`` in each rule)."""
+    """Field -> the cross-field checks of skill/recipe/checking/compatibility.py that read it (each rule's
+    ``v.<field>``)."""
     import ast
     import inspect
 
-    from skill.recipe.compatibility import RULES
+    from skill.recipe.checking.compatibility import RULES
 
     readers: dict[str, list[str]] = {}
     for rule in RULES:
@@ -161,8 +162,8 @@ def _cross_field_checks() -> dict[str, list[str]]:
 
 def _field_reference() -> str:
     from skill.grpo_fields import grpo_config_defaults
-    from skill.recipe.field_rules import field_rules
-    from skill.recipe.trl_contract import supported_choices
+    from skill.recipe.checking.trl_contract import supported_choices
+    from skill.recipe.deciding.field_rules import field_rules
 
     defaults, choices, checks = grpo_config_defaults(), supported_choices(), _cross_field_checks()
     lines = [
@@ -221,7 +222,7 @@ GENERATED_BLOCKS: dict[str, Callable[[], str]] = {
 def render_grpo_config_defaults() -> str:
     """The target GRPOConfig's defaults (skill/grpo_fields.py reads them; both environments check them)."""
     from skill.grpo_fields import installed_defaults
-    from skill.recipe.stack import lowest_allowed
+    from skill.recipe.checking.stack import lowest_allowed
 
     return json.dumps(installed_defaults(lowest_allowed("transformers")), indent=1) + "\n"
 

@@ -92,7 +92,7 @@ def cuda_context_bytes() -> int:
 def checkpointing_field() -> str:
     """The GRPOConfig field that switches activation checkpointing on, named as the recipe contract names it for
     the installed transformers (the recipes' own rule: ``trl_contract.field_name``)."""
-    from skill.recipe.trl_contract import field_name, installed_transformers
+    from skill.recipe.checking.trl_contract import field_name, installed_transformers
 
     return field_name("activation_checkpointing", installed_transformers())
 

@@ -127,9 +127,9 @@ def run_method(method: str, model: Path, data: Path, device: str, specs: list, t
     """One recipe through run_grpo: kill after step KILL_AT, resume, finish; measured beside the estimates."""
     from skill.hardware.specs import HardwareSpec
     from skill.memory.estimate import estimate_memory
+    from skill.recipe.deciding.evaluation_plan import EvaluationPlan
+    from skill.recipe.deciding.memory_request import memory_request
     from skill.recipe.emit import RecipeRequest, emit_grpo_config
-    from skill.recipe.evaluation_plan import EvaluationPlan
-    from skill.recipe.memory_request import memory_request
     from skill.recipe.schema import DatasetSpec, ModelSpec
     from skill.runs.jobs import RunRequest, run_grpo
     from skill.runs.store import read_record, run_dir

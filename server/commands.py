@@ -23,9 +23,9 @@ from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest
 from skill.memory.estimate import MemoryRequest, estimate_memory
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.launch import launch_files, write_launch_files
+from skill.recipe.launching.launch import launch_files, write_launch_files
+from skill.recipe.launching.script import render_script
 from skill.recipe.schema import load_recipe
-from skill.recipe.script import render_script
 from skill.routing.route import RouteRequest, route_check
 from skill.runs.held_out import summary_line
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status

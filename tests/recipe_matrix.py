@@ -15,9 +15,9 @@ from typing import Any
 
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.launch import SCRIPT_FILE, launch_files
+from skill.recipe.launching.launch import SCRIPT_FILE, launch_files
+from skill.recipe.launching.script import render_script
 from skill.recipe.schema import DatasetSpec, GRPORecipe, ModelSpec
-from skill.recipe.script import render_script
 from skill.rewards.spec import RewardSpec
 
 MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
@@ -43,7 +43,7 @@ class Configuration:
     nodes: int = 1
     sharding: str | None = None  # None: one GPU (no launch plan), or the plan's own choice on several
     overrides: dict[str, Any] = field(default_factory=dict)
-    variant: str | None = None  # a named variant of skill.recipe.variants applied by emit
+    variant: str | None = None  # a named variant of skill.recipe.deciding.variants applied by emit
 
 
 CONFIGURATIONS = (
@@ -58,7 +58,7 @@ CONFIGURATIONS = (
     Configuration("lora-8gpu-server-zero3", "lora", 8, sharding="zero3"),
     Configuration("lora-8gpu-server-fsdp2", "lora", 8, sharding="fsdp2"),
     Configuration("lora-2x8gpu-server", "lora", 8, 2),
-    # QLoRA generates with transformers: vLLM 0.31 cannot load a bitsandbytes base (skill.recipe.plan_checks).
+    # QLoRA generates with transformers: vLLM 0.31 cannot load a bitsandbytes base (skill.recipe.checking.plan_checks).
     Configuration("qlora-1gpu", "qlora"),
     Configuration("qlora-8gpu-ddp", "qlora", 8, sharding="ddp"),
     Configuration("qlora-8gpu-zero2", "qlora", 8, sharding="zero2"),

@@ -1,6 +1,6 @@
-"""max_completion_length from the task (skill.recipe.completion_budget): the rule on boundary cases, the lengths
-sampling measures, and emit_grpo_config's use of them. The probes of real models on the addition and gsm8k-format
-tasks are in tests/test_routing.py, which sizes recipes from them."""
+"""max_completion_length from the task (skill.recipe.deciding.completion_budget): the rule on boundary cases, the
+lengths sampling measures, and emit_grpo_config's use of them. The probes of real models on the addition and
+gsm8k-format tasks are in tests/test_routing.py, which sizes recipes from them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
-from skill.recipe.completion_budget import (
+from skill.recipe.deciding.completion_budget import (
     REASONING_FLOOR,
     check_budget_override,
     reference_answer_tokens,

@@ -1,15 +1,15 @@
 """The recipe emit_grpo_config gives a CPU target learns in a short run: no override, the embedded model, 15 steps.
 
-The flow as a user runs it: route_check's default probe (8 prompts x 8 x 32 tokens) routes the addition task to GRPO
-and measures the model's completion lengths, which size the recipe's max_completion_length (32: it cuts 39% of the
-probe's completions; skill.recipe.completion_budget); the rewards are accepted unread on the probe's samples. The
+The flow as a user runs it: route_check's default probe (8 prompts x 8 x 32 tokens) routes the addition task to GRPO and
+measures the model's completion lengths, which size the recipe's max_completion_length (32: it cuts 39% of the probe's
+completions; skill.recipe.deciding.completion_budget); the rewards are accepted unread on the probe's samples. The
 seed's GPU values (lr 5e-7, beta 0.01, 4 groups of 8) left a 10-step CPU run flat; the CPU target's short-run values
-(``cpu`` in skill/recipe/field_rules.toml) must lift held-out pass@1 as run_status reports it: the run's own
+(``cpu`` in skill/recipe/deciding/field_rules.toml) must lift held-out pass@1 as run_status reports it: the run's own
 evaluation of held-out prompts (never trained on) before the first step and after the last, the lift beyond 1.96
-binomial standard errors of the difference over the completions scored (the sample is fixed, so the completions
-drawn are the only noise between the two; skill.runs.held_out). The rewards are the composite the skill recommends
-(correctness 1.0, format 0.2). Only the evaluation's sample is chosen here (20 held-out prompts x 8 instead of the
-CPU default 16 x 2), for the power to show a lift of this size.
+binomial standard errors of the difference over the completions scored (the sample is fixed, so the completions drawn
+are the only noise between the two; skill.runs.held_out). The rewards are the composite the skill recommends
+(correctness 1.0, format 0.2). Only the evaluation's sample is chosen here (20 held-out prompts x 8 instead of the CPU
+default 16 x 2), for the power to show a lift of this size.
 
 The training curve is no measure of this: a step scores 2 prompts, whose difficulty moves it more than learning
 does. Measured 2026-12-06 at 32 tokens: 0.094 (0.06-0.15) -> 0.306 (0.24-0.38) after 15 steps, while 5 steps gave
@@ -34,9 +34,9 @@ from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest
+from skill.recipe.deciding.evaluation_plan import EvaluationPlan
+from skill.recipe.deciding.field_rules import cpu_short_run_values
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.evaluation_plan import EvaluationPlan
-from skill.recipe.field_rules import cpu_short_run_values
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.routing.probe import ProbeSpec

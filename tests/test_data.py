@@ -28,9 +28,9 @@ from skill.data import (
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.models.sources import EMBEDDED_MODEL_ID, embedded_tokenizer_dir
+from skill.recipe.deciding.memory_request import memory_request
+from skill.recipe.deciding.prompts import BUDGET_STEP, SAMPLE_ROWS, percentile
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.memory_request import memory_request
-from skill.recipe.prompts import BUDGET_STEP, SAMPLE_ROWS, percentile
 from skill.recipe.schema import ModelSpec
 from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec

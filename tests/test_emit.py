@@ -6,9 +6,9 @@ import pytest
 
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
+from skill.recipe.checking.trl_contract import recipe_grpo_config, supported_choices
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.trl_contract import recipe_grpo_config, supported_choices
 from skill.rewards.spec import RewardSpec
 
 REWARDS = [

@@ -20,12 +20,12 @@ from test_runs import REWARDS, pass_inspection, recipe, wait
 
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
+from skill.recipe.checking.trl_contract import build_grpo_config
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.launch import on_cpu_processes
-from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT
+from skill.recipe.launching.launch import on_cpu_processes
+from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT
+from skill.recipe.launching.slurm_script import SlurmSettings
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.slurm_script import SlurmSettings
-from skill.recipe.trl_contract import build_grpo_config
 from skill.runs.checks import check_cpu_processes, compare_devices
 from skill.runs.engine_choice import engine_for
 from skill.runs.engines import GONE, ProcessEngine, free_port

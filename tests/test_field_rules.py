@@ -1,6 +1,6 @@
-"""One rule per GRPOConfig field (skill/recipe/field_rules.toml): every field GRPOConfig adds over TrainingArguments
-is decided once, with its own reason, and the seed recipe, CPU values, ranges and enumerations all derive from the
-rules. Version-agnostic: the same check runs under the target's transformers in
+"""One rule per GRPOConfig field (skill/recipe/deciding/field_rules.toml): every field GRPOConfig adds over
+TrainingArguments is decided once, with its own reason, and the seed recipe, CPU values, ranges and enumerations all
+derive from the rules. Version-agnostic: the same check runs under the target's transformers in
 tests/target/test_field_rules_target.py."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import pytest
 
 from skill.grpo_fields import FIELD_RENAMES, grpo_config_defaults
 from skill.hardware.specs import HardwareSpec
-from skill.recipe import field_rules as rules_module
-from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.field_rules import (
+from skill.recipe.deciding import field_rules as rules_module
+from skill.recipe.deciding.field_rules import (
     Bounds,
     field_rules,
     grpo_added_fields,
@@ -20,6 +19,7 @@ from skill.recipe.field_rules import (
     shared_reasons,
     undecided_fields,
 )
+from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 

@@ -20,13 +20,13 @@ from test_launch import CORRECT, GSM8K, gpu_recipe
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.memory.estimate import estimate_memory
+from skill.recipe.deciding.evaluation_plan import EvaluationPlan
+from skill.recipe.deciding.memory_request import memory_request
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.evaluation_plan import EvaluationPlan
-from skill.recipe.launch import launch_files, with_sharding, write_launch_files
-from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, SCRIPT_FILE
-from skill.recipe.memory_request import memory_request
+from skill.recipe.launching.launch import launch_files, with_sharding, write_launch_files
+from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT, SCRIPT_FILE
+from skill.recipe.launching.script import needed_packages
 from skill.recipe.schema import ModelSpec
-from skill.recipe.script import needed_packages
 from skill.runs.checks import check_memory, check_packages
 from skill.runs.vllm_server_check import needed_context
 

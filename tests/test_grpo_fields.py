@@ -8,7 +8,7 @@ import typing
 import pytest
 
 from skill.grpo_fields import FIELD_RENAMES, GRPOFields, grpo_config_defaults
-from skill.recipe.field_values import declared_types
+from skill.recipe.checking.field_values import declared_types
 
 
 def test_every_typed_field_is_a_grpo_config_field_of_the_kind_trl_declares():

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from skill.recipe.variants import SYMPTOMS, select_variants
+from skill.recipe.deciding.variants import SYMPTOMS, select_variants
 from skill.rewards.spec import RewardSpec, metric_names
 from skill.runs.health import CAUSE_ORDER, diagnose, headline, symptoms
 from skill.runs.series import BatchShape, finite_values, first_last_means

@@ -13,10 +13,10 @@ from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, SuppliedSample
+from skill.recipe.checking.trl_contract import recipe_grpo_config
+from skill.recipe.deciding.evaluation_plan import EvaluationPlan, plan_evaluation
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.trl_contract import recipe_grpo_config
 from skill.rewards.spec import RewardSpec
 from skill.runs.held_out import is_evaluation
 from skill.runs.jobs import RunRequest, run_grpo, run_logs, run_status

@@ -17,8 +17,10 @@ from recipe_matrix import config_kwargs
 
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
+from skill.recipe.checking.trl_contract import recipe_grpo_config
+from skill.recipe.deciding.memory_request import memory_request
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.launch import (
+from skill.recipe.launching.launch import (
     CONFIG_FILE,
     NODE_SCRIPT,
     SCRIPT_FILE,
@@ -26,10 +28,8 @@ from skill.recipe.launch import (
     launch_files,
     write_launch_files,
 )
-from skill.recipe.memory_request import memory_request
+from skill.recipe.launching.script import render_script
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.script import render_script
-from skill.recipe.trl_contract import recipe_grpo_config
 from skill.rewards.spec import RewardSpec
 from skill.runs.store import read_jsonl
 
@@ -300,7 +300,7 @@ def test_the_install_hints_name_the_extras_that_install_each_package():
 
     from packaging.requirements import Requirement
 
-    from skill.recipe.script import INSTALL_HINTS
+    from skill.recipe.launching.script import INSTALL_HINTS
 
     project = tomllib.loads((TESTS.parent / "pyproject.toml").read_text())["project"]
     for module, hint in INSTALL_HINTS.items():

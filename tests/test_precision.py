@@ -13,8 +13,8 @@ from skill.hardware.specs import HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.schema import GIB
 from skill.models.size import resolve_shape
+from skill.recipe.deciding.memory_request import memory_request
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.memory_request import memory_request
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 

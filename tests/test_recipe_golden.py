@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from recipe_matrix import CONFIGURATIONS, rendered_files
 
-from skill.recipe.trl_contract import installed_versions
+from skill.recipe.checking.trl_contract import installed_versions
 
 GOLDEN = Path(__file__).parent / "golden" / "recipe_matrix"
 WRITE_ENV = "GRPO_RLVR_WRITE_GOLDEN"

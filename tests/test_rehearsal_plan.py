@@ -15,10 +15,10 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.models.miniature import inferred_config, save_miniature
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.launch import launch_files, with_sharding
-from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT
+from skill.recipe.launching.launch import launch_files, with_sharding
+from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT
+from skill.recipe.launching.slurm_script import SlurmSettings
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.slurm_script import SlurmSettings
 from skill.rewards.spec import RewardSpec
 from skill.runs.rehearsal import cpu_slurm_script, launch_differences, rehearsed_recipe
 

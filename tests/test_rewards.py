@@ -393,7 +393,7 @@ def test_a_new_reward_declares_its_facts_once_and_every_part_reads_them(monkeypa
 
     from skill.inspection.hack_probes import runs_code
     from skill.inspection.schema import SampleResult
-    from skill.recipe.completion_budget import size_completion_budget
+    from skill.recipe.deciding.completion_budget import size_completion_budget
     from skill.rewards import registry
     from skill.rewards.base import RewardFunction
     from skill.runs.checks import columns_read

@@ -547,7 +547,7 @@ def test_a_probe_longer_than_a_clients_timeout_says_so_before_it_samples():
 @pytest.mark.slow
 def test_gsm8k_problems_with_the_embedded_model_are_never_routed_to_grpo_on_thin_evidence():
     from skill.data import DatasetSpec, load_rows
-    from skill.recipe.completion_budget import reference_answer_tokens, size_completion_budget
+    from skill.recipe.deciding.completion_budget import reference_answer_tokens, size_completion_budget
 
     gsm8k = DatasetSpec(
         name=str(Path(__file__).parent / "data" / "gsm8k_sample.jsonl"),

@@ -15,8 +15,8 @@ from skill.data import load_rows
 from skill.demo.pipeline import demo_recipe_request
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.launching.script import render_script
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.script import render_script
 from skill.rewards.spec import RewardSpec
 from skill.runs import checks
 

@@ -24,8 +24,8 @@ from test_engines import run_processes, until
 from test_runs import REWARDS, pass_inspection, recipe, wait
 
 from skill.errors import SkillError
-from skill.recipe.launch_commands import SLURM_SCRIPT
-from skill.recipe.slurm_script import SlurmSettings
+from skill.recipe.launching.launch_commands import SLURM_SCRIPT
+from skill.recipe.launching.slurm_script import SlurmSettings
 from skill.runs.held_out import training_rows
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
 from skill.runs.rank_state import DUMP_RANK_STATE_ENV, parameter_digest

@@ -1,4 +1,4 @@
-"""The target stack (skill/recipe/target_stack.txt): pyproject's extras and the Makefile agree with it, pip's
+"""The target stack (skill/recipe/checking/target_stack.txt): pyproject's extras and the Makefile agree with it, pip's
 resolver installs it for a GPU machine without backtracking, and every recipe of the matrix builds a real
 GRPOConfig here (newest transformers) under the field names the target (transformers 5.17) reads.
 
@@ -23,8 +23,8 @@ from recipe_matrix import CONFIGURATIONS, script_kwargs
 
 from skill.errors import SkillError
 from skill.grpo_fields import FIELD_RENAMES
-from skill.recipe.stack import TARGET_STACK, highest_allowed, lowest_allowed
-from skill.recipe.trl_contract import build_grpo_config, fields_under, grpo_config_fields
+from skill.recipe.checking.stack import TARGET_STACK, highest_allowed, lowest_allowed
+from skill.recipe.checking.trl_contract import build_grpo_config, fields_under, grpo_config_fields
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPOSITORY / "pyproject.toml").read_text())

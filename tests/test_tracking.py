@@ -19,9 +19,9 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, SuppliedSample
-from skill.recipe import tracking as recipe_tracking
+from skill.recipe.deciding import tracking as recipe_tracking
+from skill.recipe.deciding.evaluation_plan import EvaluationPlan
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.evaluation_plan import EvaluationPlan
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 from skill.runs.jobs import RunRequest, run_grpo, run_logs, run_status

@@ -10,10 +10,10 @@ from recipe_matrix import LOSS_METRICS
 
 from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec
+from skill.recipe.checking.trl_contract import recipe_grpo_config
+from skill.recipe.deciding.variants import LOSS_VARIANTS, VARIANTS, apply_variants, select_variants
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.trl_contract import recipe_grpo_config
-from skill.recipe.variants import LOSS_VARIANTS, VARIANTS, apply_variants, select_variants
 from skill.rewards.registry import build_reward_functions
 from skill.rewards.spec import RewardSpec
 

@@ -9,11 +9,15 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.schema import MemoryRequest
-from skill.recipe.compatibility import refuse_incompatible
+from skill.recipe.checking.compatibility import refuse_incompatible
+from skill.recipe.deciding.vllm_decisions import (
+    colocate_tensor_parallel,
+    importance_sampling_fields,
+    sleep_mode_decision,
+)
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.launch import launch_files
+from skill.recipe.launching.launch import launch_files
 from skill.recipe.schema import DatasetSpec, ModelSpec
-from skill.recipe.vllm_decisions import colocate_tensor_parallel, importance_sampling_fields, sleep_mode_decision
 from skill.rewards.spec import RewardSpec
 
 

@@ -44,8 +44,8 @@ class LaunchPlan(BaseModel):
     notes: list[str] = Field(default_factory=list)
     commands: dict[str, str] = Field(
         default_factory=dict,
-        description="The command lines that launch it, by role and node (skill.recipe.launch_commands); run_grpo "
-        "starts these itself.",
+        description="The command lines that launch it, by role and node (skill.recipe.launching.launch_commands); "
+        "run_grpo starts these itself.",
     )
 
 

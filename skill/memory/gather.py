@@ -53,7 +53,7 @@ def largest_parameter(shape: ModelShape) -> int:
 
 def uses_vllm(request: MemoryRequest) -> bool:
     """Whether the request generates with vLLM (default: on GPUs, not on CPU, never for QLoRA, which vLLM 0.31
-    cannot load: skill.recipe.plan_checks)."""
+    cannot load: skill.recipe.checking.plan_checks)."""
     if request.use_vllm is None:
         return request.hardware.accelerator != "cpu" and request.method != "qlora"
     return request.use_vllm

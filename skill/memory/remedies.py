@@ -100,7 +100,7 @@ def _training_candidates(request: MemoryRequest, on_gpu: bool) -> Iterator[Candi
         )
     if request.method != "qlora" and on_gpu:
         # A sharded NF4 base needs bnb_4bit_quant_storage, which no recipe sets: QLoRA keeps the base whole. It
-        # generates without vLLM, which cannot load NF4 (skill.recipe.plan_checks).
+        # generates without vLLM, which cannot load NF4 (skill.recipe.checking.plan_checks).
         changes = {"sharding": "none"} if request.sharding in ("zero3", "fsdp") else {}
         changes.update({"use_vllm": False} if request.use_vllm else {})
         yield _changed(

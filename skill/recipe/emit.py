@@ -2,10 +2,9 @@
 
 Order of decisions, each recorded with its reason: the seed recipe, then what the hardware implies (dtype, vLLM mode,
 checkpointing), then the method (LoRA / QLoRA), then the task (the completion budget, from the route's probe:
-skill.recipe.completion_budget), then variants, then the caller's explicit overrides. The result is then checked: the
-group-size floor, divisibility on the target's world size, field names and enumerated values against the installed
-TRL, and a real ``GRPOConfig`` construction.
-"""
+skill.recipe.deciding.completion_budget), then variants, then the caller's explicit overrides. The result is then
+checked: the group-size floor, divisibility on the target's world size, field names and enumerated values against the
+installed TRL, and a real ``GRPOConfig`` construction."""
 
 from __future__ import annotations
 
@@ -21,24 +20,41 @@ from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import GateClosed, open_gate
 from skill.memory.estimate import estimate_memory
 from skill.models.size import parameters_billions
-from skill.recipe.compatibility import refuse_incompatible
-from skill.recipe.completion_budget import (
+from skill.recipe.checking.compatibility import refuse_incompatible
+from skill.recipe.checking.field_values import check_field_values
+from skill.recipe.checking.group_arithmetic import check_group_arithmetic
+from skill.recipe.checking.plan_checks import QLORA_GENERATION, refuse_quantized_vllm
+from skill.recipe.checking.trl_contract import (
+    build_grpo_config,
+    check_field_names,
+    field_name,
+    installed_versions,
+    recipe_transformers,
+)
+from skill.recipe.deciding.completion_budget import (
     check_budget_override,
     cpu_budget_warning,
     reference_answer_tokens,
     size_completion_budget,
 )
-from skill.recipe.evaluation_plan import EvaluationPlan, plan_evaluation
-from skill.recipe.field_rules import cpu_short_run_values, seed_values
-from skill.recipe.field_values import check_field_values
-from skill.recipe.group_arithmetic import check_group_arithmetic
-from skill.recipe.launch import with_sharding
-from skill.recipe.launch_commands import launch_commands
-from skill.recipe.memory_request import memory_request
-from skill.recipe.plan_checks import QLORA_GENERATION, refuse_quantized_vllm
-from skill.recipe.precision import check_master_weights, precision_fields
-from skill.recipe.prompts import size_prompt_budget
-from skill.recipe.reference_price import reference_price
+from skill.recipe.deciding.evaluation_plan import EvaluationPlan, plan_evaluation
+from skill.recipe.deciding.field_rules import cpu_short_run_values, seed_values
+from skill.recipe.deciding.memory_request import memory_request
+from skill.recipe.deciding.precision import check_master_weights, precision_fields
+from skill.recipe.deciding.prompts import size_prompt_budget
+from skill.recipe.deciding.reference_price import reference_price
+from skill.recipe.deciding.step_time import attach_time_estimate
+from skill.recipe.deciding.tracking import Tracker, tracking_fields
+from skill.recipe.deciding.variants import VARIANTS_BY_NAME, apply_variants
+from skill.recipe.deciding.vllm_decisions import (
+    check_server_url,
+    colocate_tensor_parallel,
+    decide_sleep_mode,
+    importance_sampling_fields,
+    server_url_reason,
+)
+from skill.recipe.launching.launch import with_sharding
+from skill.recipe.launching.launch_commands import launch_commands
 from skill.recipe.schema import (
     DatasetSpec,
     GRPORecipe,
@@ -47,23 +63,6 @@ from skill.recipe.schema import (
     Provenance,
     RecipeReason,
     target_is_this_machine,
-)
-from skill.recipe.step_time import attach_time_estimate
-from skill.recipe.tracking import Tracker, tracking_fields
-from skill.recipe.trl_contract import (
-    build_grpo_config,
-    check_field_names,
-    field_name,
-    installed_versions,
-    recipe_transformers,
-)
-from skill.recipe.variants import VARIANTS_BY_NAME, apply_variants
-from skill.recipe.vllm_decisions import (
-    check_server_url,
-    colocate_tensor_parallel,
-    decide_sleep_mode,
-    importance_sampling_fields,
-    server_url_reason,
 )
 from skill.rewards.composite import check_composite
 from skill.rewards.registry import registered_reward
@@ -199,8 +198,8 @@ def _apply_sequence_budget(build: _Builder, dataset: DatasetSpec) -> None:
 
 
 def _apply_generation_decisions(build: _Builder, request: RecipeRequest, parameters_b: float) -> None:
-    """The vLLM path's decisions (skill.recipe.vllm_decisions) where the caller set none, the reference model's
-    price, then the cross-field refusals (skill.recipe.compatibility) on the whole set."""
+    """The vLLM path's decisions (skill.recipe.deciding.vllm_decisions) where the caller set none, the reference model's
+    price, then the cross-field refusals (skill.recipe.checking.compatibility) on the whole set."""
     decided = importance_sampling_fields(build.trl)
     decided += colocate_tensor_parallel(build.trl, request.hardware, parameters_b)
     for field, value, reason in decided:
@@ -216,7 +215,8 @@ def _apply_generation_decisions(build: _Builder, request: RecipeRequest, paramet
 
 
 def _apply_completion_budget(build: _Builder, request: RecipeRequest, probe: CompletionLengths | None) -> int:
-    """max_completion_length from the task's evidence (skill.recipe.completion_budget); returns the sized value."""
+    """max_completion_length from the task's evidence (skill.recipe.deciding.completion_budget); returns the sized
+    value."""
     references = reference_answer_tokens(request.dataset, request.model.name)
     budget = size_completion_budget(probe, references, request.rewards, seed_values()["max_completion_length"][0])
     build.set("max_completion_length", budget.value, "task", budget.reason)

@@ -20,8 +20,8 @@ from skill.grpo_fields import GRPOFields
 from skill.hardware.layout import LaunchPlan
 from skill.hardware.specs import HardwareSpec
 from skill.models.sources import EMBEDDED_MODEL_ID
-from skill.recipe.evaluation_plan import EvaluationPlan
-from skill.recipe.variants import AppliedVariants
+from skill.recipe.deciding.evaluation_plan import EvaluationPlan
+from skill.recipe.deciding.variants import AppliedVariants
 from skill.rewards.spec import RewardSpec
 
 Method = Literal["full", "lora", "qlora"]

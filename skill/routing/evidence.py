@@ -73,7 +73,7 @@ def probe_evidence(
 
 class CompletionLengths(BaseModel):
     """How long the probe's completions ran at the training temperature, in tokens: what sizes the recipe's
-    max_completion_length (skill.recipe.completion_budget)."""
+    max_completion_length (skill.recipe.deciding.completion_budget)."""
 
     budget: int = Field(description="The probe's max_new_tokens: a completion cut there is counted at it.")
     tokens: list[int] = Field(description="Every completion's length, shortest first.")

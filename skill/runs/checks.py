@@ -19,12 +19,12 @@ from skill.errors import SkillError
 from skill.inspection.reports import load_report
 from skill.memory.estimate import estimate_memory
 from skill.models.sources import resolve_tokenizer_path
-from skill.recipe.group_arithmetic import check_group_arithmetic
-from skill.recipe.launch import plan_needs
-from skill.recipe.launch_commands import uses_vllm_server
-from skill.recipe.memory_request import memory_request
+from skill.recipe.checking.group_arithmetic import check_group_arithmetic
+from skill.recipe.deciding.memory_request import memory_request
+from skill.recipe.deciding.tracking import check_trackers_installed
+from skill.recipe.launching.launch import plan_needs
+from skill.recipe.launching.launch_commands import uses_vllm_server
 from skill.recipe.schema import GRPORecipe
-from skill.recipe.tracking import check_trackers_installed
 from skill.rewards.registry import library_entry
 from skill.routing.route import load_route
 

@@ -15,8 +15,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from skill.errors import SkillError
+from skill.recipe.launching.slurm_script import SlurmSettings
 from skill.recipe.schema import GRPORecipe
-from skill.recipe.slurm_script import SlurmSettings
 from skill.runs.engines import AccelerateEngine, Engine, ProcessEngine
 from skill.runs.slurm import SlurmEngine
 

@@ -9,10 +9,10 @@ id). Every rank is the project's worker (``python -m skill.runs.worker RUN_DIR``
 metrics, held-out results, checkpoints, and one writer of run.json (rank 0).
 
 - ``local``: one worker process (a CPU, or one GPU).
-- ``accelerate``: the run directory's ``launch_node.sh`` (``skill.recipe.launch``, the same files a hand launch
-  uses) with the worker as its trainer: ``accelerate launch --config_file`` with the plan's config, and the
-  vLLM server the plan puts on GPUs of its own, health-checked before the trainers start. Ports are free ones
-  picked per run.
+- ``accelerate``: the run directory's ``launch_node.sh`` (``skill.recipe.launching.launch``, the same files a hand
+  launch uses) with the worker as its trainer: ``accelerate launch --config_file`` with the plan's config, and the
+  vLLM server the plan puts on GPUs of its own, health-checked before the trainers start. Ports are free ones picked
+  per run.
 
 Both start one launcher in a process group of its own: cancelling signals the whole group (server included).
 torchrun starts each rank in a session of its own, out of that group's reach; each rank dies with its launcher
@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from typing import Literal, Protocol
 
-from skill.recipe.launch import launch_files
-from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, starts_vllm_server
-from skill.recipe.node_script import SERVER_DIED_EXIT, VLLM_LOG
+from skill.recipe.launching.launch import launch_files
+from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT, starts_vllm_server
+from skill.recipe.launching.node_script import SERVER_DIED_EXIT, VLLM_LOG
 from skill.recipe.schema import GRPORecipe
 from skill.runs.rehearsal import rehearsal_environment
 from skill.runs.store import (

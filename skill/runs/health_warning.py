@@ -13,7 +13,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, Field
 
 from skill.grpo_fields import GRPOFields
-from skill.recipe.variants import SYMPTOMS
+from skill.recipe.deciding.variants import SYMPTOMS
 from skill.rewards.spec import RewardSpec
 from skill.runs.series import BatchShape, progress
 
@@ -28,7 +28,7 @@ class HealthWarning(BaseModel):
     code: str = Field(description="Which check fired, e.g. 'reward_divergence'.")
     severity: Literal["warning", "critical"]
     message: str
-    symptom: str | None = Field(default=None, description="A key of skill.recipe.variants.SYMPTOMS, or None.")
+    symptom: str | None = Field(default=None, description="A key of skill.recipe.deciding.variants.SYMPTOMS, or None.")
     suggested_variant: str | None = Field(default=None, description="The variant the symptom selects.")
     suggested_change: str | None = Field(default=None, description="What to change that no variant does.")
     evidence: dict[str, float] = Field(default_factory=dict, description="Window means, ratios, standard errors.")

@@ -1,6 +1,6 @@
 """A run's held-out score: the correctness rewards' mean on its fixed held-out sample, with a 95% interval.
 
-TRL's evaluation (planned by skill.recipe.evaluation_plan) logs ``eval_rewards/<name>/mean``: the mean
+TRL's evaluation (planned by skill.recipe.deciding.evaluation_plan) logs ``eval_rewards/<name>/mean``: the mean
 over prompts x generations completions of a fixed sample of held-out prompts, which for a pass/fail
 reward is pass@1 at the training temperature. The worker adds a ``held_out`` entry to each evaluation
 row of metrics.jsonl (what the metrics resource shows); run_status, the final log line and the model card

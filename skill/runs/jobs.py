@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from skill.errors import SkillError
 from skill.hardware.layout import Sharding
 from skill.inspection.gate import open_gate
-from skill.recipe.launch import on_cpu_processes, with_sharding, write_files
+from skill.recipe.checking.validation import validate_recipe
+from skill.recipe.launching.launch import on_cpu_processes, with_sharding, write_files
+from skill.recipe.launching.slurm_script import SlurmSettings
 from skill.recipe.schema import GRPORecipe
-from skill.recipe.slurm_script import SlurmSettings
-from skill.recipe.validation import validate_recipe
 from skill.runs import checks
 from skill.runs.engine_choice import EngineSettings, ThisMachine, engine_for, engine_named
 from skill.runs.engines import Engine

@@ -41,11 +41,11 @@ from skill.errors import SkillError
 from skill.grpo_fields import GRPOFields
 from skill.memory.estimate import estimate_memory
 from skill.models.miniature import save_miniature
-from skill.recipe.launch import launch_files
-from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, SLURM_SCRIPT, uses_vllm_server
-from skill.recipe.memory_request import memory_request
+from skill.recipe.deciding.memory_request import memory_request
+from skill.recipe.launching.launch import launch_files
+from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT, SLURM_SCRIPT, uses_vllm_server
+from skill.recipe.launching.slurm_script import SlurmSettings, slurm_script
 from skill.recipe.schema import GRPORecipe, describe_hardware
-from skill.recipe.slurm_script import SlurmSettings, slurm_script
 from skill.runs.checks import prompt_key
 from skill.runs.rank_state import DUMP_RANK_STATE_ENV
 from skill.state import state_dir

@@ -22,10 +22,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from skill.errors import SkillError
-from skill.recipe.launch import launch_files
-from skill.recipe.launch_commands import CONFIG_FILE, NODE_SCRIPT, SLURM_SCRIPT
+from skill.recipe.launching.launch import launch_files
+from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT, SLURM_SCRIPT
+from skill.recipe.launching.slurm_script import FILES_NOT_SHARED_EXIT, SlurmSettings, slurm_script
 from skill.recipe.schema import GRPORecipe
-from skill.recipe.slurm_script import FILES_NOT_SHARED_EXIT, SlurmSettings, slurm_script
 from skill.runs.engines import AccelerateEngine, EngineName, launch_environment
 from skill.runs.rehearsal import cpu_slurm_script
 from skill.runs.store import FINAL_STATES, RunRecord, read_record, tail, write_record

@@ -2,7 +2,7 @@
 step while it runs: the ETA blends the two, the measurement weighing n / (n + BLEND_STEPS) after n measured
 steps, so the first steps' noise does not swing it and the estimate fades as measurements accumulate.
 
-May import: ``recipe.step_time``, ``timing``.
+May import: ``recipe.deciding.step_time``, ``timing``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from skill.recipe.step_time import recipe_step_time
+from skill.recipe.deciding.step_time import recipe_step_time
 
 ESTIMATE_FILE = "estimate.json"
 BLEND_STEPS = 3  # after 3 measured steps the measurement and the estimate weigh the same

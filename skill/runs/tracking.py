@@ -1,6 +1,6 @@
 """A run's experiment tracker: where it writes, the alerts it gets, and where run_status says to look.
 
-The recipe names the tracker (``report_to``: skill.recipe.tracking); the worker sets it up here, in its own
+The recipe names the tracker (``report_to``: skill.recipe.deciding.tracking); the worker sets it up here, in its own
 process, before TRL imports the tracker (trackio reads ``TRACKIO_DIR`` once, when imported):
 
 - trackio: project and run name are the run's id; the database lives under the state root
@@ -31,8 +31,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skill.grpo_fields import GRPOFields
+from skill.recipe.deciding.tracking import trackers_of
 from skill.recipe.schema import GRPORecipe
-from skill.recipe.tracking import trackers_of
 from skill.runs.health import diagnose, shape_of, what_to_change
 from skill.runs.health_warning import HealthWarning
 from skill.runs.store import append_jsonl, read_jsonl

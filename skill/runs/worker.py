@@ -42,9 +42,9 @@ from typing import Any
 
 from skill.inspection.gate import open_gate
 from skill.models.sources import resolve_model_path
-from skill.recipe.launch_commands import VLLM_PORT_ENV, uses_vllm_server
+from skill.recipe.checking.trl_contract import build_grpo_config
+from skill.recipe.launching.launch_commands import VLLM_PORT_ENV, uses_vllm_server
 from skill.recipe.schema import GRPORecipe
-from skill.recipe.trl_contract import build_grpo_config
 from skill.rewards.registry import build_reward_functions
 from skill.runs import checkpoint_request
 from skill.runs.held_out import held_out_scores, is_evaluation, score_evaluation, summary_line

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from skill.recipe.stack import TARGET_STACK
+from skill.recipe.checking.stack import TARGET_STACK
 from skill.state import exclusive_lock
 
 HOST_MEMORY_SHARE = 0.65  # of MemTotal; three pytest processes with torch and vLLM imported hold about 2 GiB each

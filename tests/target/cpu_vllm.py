@@ -11,8 +11,8 @@ from skill.data import addition_rows
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, SuppliedSample
+from skill.recipe.deciding.evaluation_plan import EvaluationPlan
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.evaluation_plan import EvaluationPlan
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 

@@ -18,8 +18,8 @@ from recipe_matrix import config_kwargs
 
 from skill.data import addition_rows
 from skill.models.sources import embedded_tokenizer_dir
-from skill.recipe.stack import TARGET_STACK
-from skill.recipe.trl_contract import recipe_grpo_config
+from skill.recipe.checking.stack import TARGET_STACK
+from skill.recipe.checking.trl_contract import recipe_grpo_config
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_a_peft_zero3_plan_gets_reentrant_checkpointing_where_transformers_5_17_
 
     from skill.hardware.specs import HardwareSpec
     from skill.recipe.emit import RecipeRequest, emit_grpo_config
-    from skill.recipe.launch import SCRIPT_FILE, launch_files
+    from skill.recipe.launching.launch import SCRIPT_FILE, launch_files
     from skill.recipe.schema import DatasetSpec, ModelSpec
     from skill.rewards.spec import RewardSpec
 

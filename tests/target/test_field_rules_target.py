@@ -3,7 +3,7 @@ main suite runs the same check under the newest transformers: tests/test_field_r
 
 from __future__ import annotations
 
-from skill.recipe.field_rules import grpo_added_fields, shared_reasons, undecided_fields
+from skill.recipe.deciding.field_rules import grpo_added_fields, shared_reasons, undecided_fields
 
 
 def test_every_target_grpo_field_is_decided_with_its_own_reason():

@@ -21,8 +21,8 @@ from cpu_vllm import REWARDS, addition_file
 
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
-from skill.recipe.launch import launch_files
-from skill.recipe.launch_commands import CONFIG_FILE
+from skill.recipe.launching.launch import launch_files
+from skill.recipe.launching.launch_commands import CONFIG_FILE
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.runs.engines import free_port
 from skill.runs.rehearsal import plan_rehearsal, write_report

@@ -15,8 +15,8 @@ import pytest
 from recipe_matrix import CONFIGURATIONS, script_kwargs
 
 from skill.errors import SkillError
-from skill.recipe.stack import TARGET_STACK
-from skill.recipe.trl_contract import build_grpo_config, fields_under, installed_transformers
+from skill.recipe.checking.stack import TARGET_STACK
+from skill.recipe.checking.trl_contract import build_grpo_config, fields_under, installed_transformers
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MAIN_PYTHON = REPOSITORY / ".venv" / "bin" / "python"
@@ -79,7 +79,7 @@ def test_the_rename_table_is_the_whole_difference_with_the_newest():
     assert fields_under(version) == newest  # the target's fields + the table = the newest's real fields
     known_there = grpo_fields(
         MAIN_PYTHON,
-        "import json; from skill.recipe.trl_contract import fields_under; "
+        "import json; from skill.recipe.checking.trl_contract import fields_under; "
         f"print(json.dumps(sorted(fields_under({installed_transformers()!r}))))",
     )
     assert known_there == here  # the newest's fields - the table = the target's real fields

@@ -23,7 +23,7 @@ import pytest
 from cpu_vllm import addition_file, pass_inspection, vllm_recipe
 
 from skill.errors import SkillError
-from skill.recipe.node_script import VLLM_LOG
+from skill.recipe.launching.node_script import VLLM_LOG
 from skill.runs.jobs import RunRequest, run_grpo, run_logs, run_status
 from skill.runs.store import read_record, run_dir, runs_root
 from skill.runs.vllm_server_check import SERVER_CHECK_FILE
@@ -112,8 +112,9 @@ def test_trl_vllm_serve_generates_for_trls_client(vllm_model_dir, tmp_path):
 
 
 def test_the_target_vllm_has_no_bitsandbytes_method_that_trl_would_ask_a_qlora_engine_for():
-    """The facts QLoRA's refusal of vLLM rests on (skill.recipe.plan_checks), read from the installed sources: vLLM's
-    quantization methods, and TRL's colocated engine asking for "bitsandbytes" when the policy holds 4-bit layers."""
+    """The facts QLoRA's refusal of vLLM rests on (skill.recipe.checking.plan_checks), read from the installed
+    sources: vLLM's quantization methods, and TRL's colocated engine asking for "bitsandbytes" when the policy holds
+    4-bit layers."""
     import inspect
 
     from trl.generation import vllm_generation

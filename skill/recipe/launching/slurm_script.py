@@ -13,7 +13,7 @@ so a dead rank never leaves the others waiting on a collective. With a time limi
 trainers for a checkpoint S seconds before it (the worker saves one at its next step), so a resubmitted run loses
 little.
 
-May import: ``recipe.launch_commands``, ``hardware``, ``errors`` (``recipe.schema`` for types only).
+May import: ``recipe.launching.launch_commands``, ``hardware``, ``errors`` (``recipe.schema`` for types only).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from skill.hardware.layout import node_layouts
-from skill.recipe.launch_commands import NODE_SCRIPT
+from skill.recipe.launching.launch_commands import NODE_SCRIPT
 
 if TYPE_CHECKING:
     from skill.recipe.schema import GRPORecipe

@@ -3,7 +3,7 @@
 TRL 1.16 loads no reference model at beta 0.0 (its default) and none under PEFT (the base with adapters disabled
 is the reference); otherwise GRPOTrainer.__init__ builds a second, frozen copy of the policy with
 ``dtype=self.model.dtype`` (trl/trainer/grpo_trainer.py, "Reference model"), i.e. in the policy's load dtype:
-float32 for this project's full fine-tunes (skill.recipe.precision). Imports nothing from the project.
+float32 for this project's full fine-tunes (skill.recipe.deciding.precision). Imports nothing from the project.
 """
 
 from __future__ import annotations

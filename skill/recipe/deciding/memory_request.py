@@ -38,7 +38,7 @@ def memory_request(recipe: GRPORecipe, sharding: Sharding | None = None) -> Memo
         vllm_mode=trl.vllm_mode,
         vllm_gpu_memory_utilization=trl.vllm_gpu_memory_utilization,
         vllm_enable_sleep_mode=bool(trl.vllm_enable_sleep_mode),
-        # a colocated engine's split (skill.recipe.vllm_decisions); a server's size is the launch planner's
+        # a colocated engine's split (skill.recipe.deciding.vllm_decisions); a server's size is the launch planner's
         vllm_tensor_parallel_size=trl.vllm_tensor_parallel_size if trl.vllm_mode == "colocate" else 1,
         training_processes=recipe.launch.training_processes,
         sharding=MEMORY_SHARDING[sharding],

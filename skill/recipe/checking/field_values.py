@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from skill.errors import SkillError
-from skill.recipe.field_rules import ranges
+from skill.recipe.deciding.field_rules import ranges
 
 
 @functools.cache

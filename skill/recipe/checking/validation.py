@@ -8,15 +8,15 @@ refused before any process starts, with the same message emit gives.
 from __future__ import annotations
 
 from skill.errors import SkillError
-from skill.recipe.compatibility import refuse_incompatible
+from skill.recipe.checking.compatibility import refuse_incompatible
+from skill.recipe.checking.field_values import check_field_values
+from skill.recipe.checking.group_arithmetic import check_group_arithmetic
+from skill.recipe.checking.plan_checks import refuse_quantized_vllm
+from skill.recipe.checking.trl_contract import build_grpo_config, recipe_transformers
+from skill.recipe.deciding.precision import check_master_weights
+from skill.recipe.deciding.vllm_decisions import check_server_url
 from skill.recipe.emit import check_rewards
-from skill.recipe.field_values import check_field_values
-from skill.recipe.group_arithmetic import check_group_arithmetic
-from skill.recipe.plan_checks import refuse_quantized_vllm
-from skill.recipe.precision import check_master_weights
 from skill.recipe.schema import GRPORecipe, target_is_this_machine
-from skill.recipe.trl_contract import build_grpo_config, recipe_transformers
-from skill.recipe.vllm_decisions import check_server_url
 
 
 def validate_recipe(recipe: GRPORecipe) -> list[str]:

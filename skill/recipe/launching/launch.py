@@ -13,7 +13,8 @@ the vLLM server, is thus on node 0. The command lines are ``launch_commands``'s.
 
 It renders a recipe, as ``script`` does, and sits in ``recipe`` for that reason: it reads the recipe,
 the memory estimate (to pick the sharding) and ``hardware.layout`` (the one process layout), all of
-which lie below it. May import: ``recipe.schema``, ``recipe.launch_commands``, ``hardware``, ``memory``, ``errors``.
+which lie below it. May import: ``recipe.schema``, ``recipe.launching.launch_commands``, ``hardware``, ``memory``,
+``errors``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ from pydantic import BaseModel, Field
 from skill.errors import SkillError
 from skill.hardware.layout import NodeLayout, Sharding, cpu_processes_plan, gpu_list, node_layouts
 from skill.memory.estimate import estimate_memory
-from skill.recipe.launch_commands import (
+from skill.recipe.checking.plan_checks import (
+    refuse_unlaunchable,
+    refuse_whole_model_gather,
+    with_reentrant_checkpointing,
+)
+from skill.recipe.deciding.memory_request import memory_request
+from skill.recipe.launching.launch_commands import (
     CONFIG_FILE,
     MAIN_PROCESS_PORT,
     NODE_SCRIPT,
@@ -37,12 +44,10 @@ from skill.recipe.launch_commands import (
     starts_vllm_server,
     uses_vllm_server,
 )
-from skill.recipe.memory_request import memory_request
-from skill.recipe.node_script import node_script
-from skill.recipe.plan_checks import refuse_unlaunchable, refuse_whole_model_gather, with_reentrant_checkpointing
+from skill.recipe.launching.node_script import node_script
+from skill.recipe.launching.script import INSTALL_HINTS, needed_packages, render_script
+from skill.recipe.launching.slurm_script import slurm_script
 from skill.recipe.schema import GRPORecipe
-from skill.recipe.script import INSTALL_HINTS, needed_packages, render_script
-from skill.recipe.slurm_script import slurm_script
 
 
 class LaunchFiles(BaseModel):

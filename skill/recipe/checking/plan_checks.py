@@ -9,7 +9,7 @@ files are written.
   trainer GPU at each weight sync into vLLM (``memory.gather``), in server and colocate mode alike, so a
   70B model on 80 GB cards stops at the first sync although its sharded training step fits.
 
-May import: ``recipe.schema``, ``recipe.launch_commands``, ``memory``, ``hardware``, ``errors``.
+May import: ``recipe.schema``, ``recipe.launching.launch_commands``, ``memory``, ``hardware``, ``errors``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from skill.hardware.specs import KNOWN_GPUS, HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.gather import gathers_whole_model
 from skill.memory.schema import ALLOCATOR_SLACK, DTYPE_BYTES, GIB, MemoryEstimate
-from skill.recipe.launch_commands import starts_vllm_server, uses_vllm_server
-from skill.recipe.memory_request import memory_request
+from skill.recipe.deciding.memory_request import memory_request
+from skill.recipe.launching.launch_commands import starts_vllm_server, uses_vllm_server
 from skill.recipe.schema import GRPORecipe, RecipeReason
 
 # Read in vLLM 0.31's source (vllm/model_executor/layers/quantization/__init__.py, QuantizationMethods) and TRL 1.16's

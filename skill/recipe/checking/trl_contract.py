@@ -28,9 +28,9 @@ from packaging.version import Version
 from skill.errors import SkillError
 from skill.grpo_fields import FIELD_RENAMES, GRPOFields
 from skill.python_source import parse
-from skill.recipe.field_rules import enumerated_fields
+from skill.recipe.checking.stack import STACK_FILE, lowest_allowed
+from skill.recipe.deciding.field_rules import enumerated_fields
 from skill.recipe.schema import GRPORecipe, target_is_this_machine
-from skill.recipe.stack import STACK_FILE, lowest_allowed
 
 # Fields that older recipes and tutorials still use; each note says what replaced it.
 REMOVED_FIELDS = {

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skill.models.sources import is_embedded
-from skill.recipe.launch_commands import VLLM_PORT, VLLM_PORT_ENV, launch_commands, starts_vllm_server
-from skill.recipe.tracking import tracker_needs
+from skill.recipe.deciding.tracking import tracker_needs
+from skill.recipe.launching.launch_commands import VLLM_PORT, VLLM_PORT_ENV, launch_commands, starts_vllm_server
 
 if TYPE_CHECKING:
     from skill.recipe.schema import GRPORecipe

@@ -3,7 +3,7 @@ the launch files, emit's result (``GRPORecipe.launch.commands``) and what the ru
 
 One process (one GPU, or a CPU) runs ``python``; several run ``accelerate launch --config_file`` on the plan's
 accelerate config, with the vLLM server (``trl vllm-serve``) on GPUs of its own when the recipe generates with one.
-``launch_node.sh`` (``skill.recipe.launch``) runs these lines on a node, in this order. The trainer is the
+``launch_node.sh`` (``skill.recipe.launching.launch``) runs these lines on a node, in this order. The trainer is the
 rendered script (``train_grpo.py``) for a person launching by hand, or the project's worker
 (``-m skill.runs.worker RUN_DIR``) when ``run_grpo`` launches.
 

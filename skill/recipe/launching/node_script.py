@@ -7,7 +7,8 @@ worker). While both run, whichever ends first ends the node: a server that dies 
 ``SERVER_DIED_EXIT`` after printing its last lines. The ports come from ``MAIN_PROCESS_PORT`` / ``VLLM_PORT`` when
 set (run_grpo picks free ones per run).
 
-May import: ``recipe.schema`` (types), ``recipe.launch_commands``, ``recipe.plan_checks``, ``hardware``.
+May import: ``recipe.schema`` (types), ``recipe.launching.launch_commands``, ``recipe.checking.plan_checks``,
+``hardware``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from skill.hardware.layout import NodeLayout, Sharding, gpu_list
-from skill.recipe.launch_commands import (
+from skill.recipe.launching.launch_commands import (
     CONFIG_FILE,
     MAIN_PROCESS_PORT,
     SCRIPT_TRAINER,

@@ -15,7 +15,7 @@ from skill.errors import SkillError
 from skill.grpo_fields import GRPOFields, grpo_config_defaults
 from skill.hardware.specs import HardwareSpec
 from skill.memory.components import estimate_components, with_shape
-from skill.recipe.memory_request import memory_request
+from skill.recipe.deciding.memory_request import memory_request
 from skill.recipe.schema import RecipeReason
 from skill.timing.estimate import sleep_mode_seconds_per_step
 

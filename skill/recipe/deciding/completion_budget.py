@@ -11,7 +11,7 @@ The budget is the largest of what the evidence asks for, rounded up to a multipl
 An override the probe shows cutting more than half of its completions is refused. A CPU target is slow at long
 budgets: that is a warning with the cost, never a reason to cut the budget.
 
-May import: ``skill.data``, ``skill.errors``, ``skill.recipe.prompts``, ``skill.rewards.spec``,
+May import: ``skill.data``, ``skill.errors``, ``skill.recipe.deciding.prompts``, ``skill.rewards.spec``,
 ``skill.routing.evidence``.
 """
 
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
-from skill.recipe.prompts import SAMPLE_ROWS, model_tokenizer, percentile
+from skill.recipe.deciding.prompts import SAMPLE_ROWS, model_tokenizer, percentile
 from skill.rewards.registry import library_entry
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import CompletionLengths
