@@ -16,6 +16,9 @@ import pytest
 from recipe_matrix import CONFIGURATIONS, rendered_files
 
 from skill.recipe.checking.trl_contract import installed_versions
+from skill.recipe.launching.launch import SCRIPT_FILE, launch_files
+from skill.recipe.launching.script import render_script
+from skill.recipe.schema import load_recipe
 
 GOLDEN = Path(__file__).parent / "golden" / "recipe_matrix"
 WRITE_ENV = "GRPO_RLVR_WRITE_GOLDEN"
@@ -47,3 +50,16 @@ def test_recipe_files_match_the_golden_files(configuration):
 
 def test_every_golden_directory_is_a_configuration():
     assert sorted(path.name for path in GOLDEN.iterdir()) == sorted(c.name for c in CONFIGURATIONS)
+
+
+@pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=lambda configuration: configuration.name)
+def test_a_committed_recipe_file_loads_and_renders_its_committed_files(configuration):
+    """A recipe.json as an earlier version wrote it (the golden one) is read by today's loader and renders the same
+    script and launch files: a user's saved recipe keeps working across these changes."""
+    directory = GOLDEN / configuration.name
+    recipe = load_recipe(directory / "recipe.json")
+    files = {SCRIPT_FILE: render_script(recipe)}
+    if configuration.gpus_per_node * configuration.nodes > 1:
+        files = launch_files(recipe, configuration.sharding).files
+    for name, text in files.items():
+        assert _placeholders(text) == (directory / name).read_text(), f"{configuration.name}/{name}"
