@@ -14,7 +14,8 @@ from skill.state import STATE_ROOT_ENV
 TARGET_TESTS_ENV = "GRPO_RLVR_TARGET_TESTS"
 # tests/target/ runs in the target environment (.venv-target: transformers 5.17, vLLM's CPU build), started
 # by `make test` with its own interpreter; the main run leaves it out.
-collect_ignore = [] if os.environ.get(TARGET_TESTS_ENV) else ["target"]
+# tests/golden/ holds what emit writes (rendered scripts among it): data compared byte for byte, never collected.
+collect_ignore = ["golden"] + ([] if os.environ.get(TARGET_TESTS_ENV) else ["target"])
 
 # Our machines reach no model hub (docs/architecture.md §7): the tests run as a user without a network would, with
 # huggingface_hub's and datasets' own offline switches set before either library is imported. Without them a hub
