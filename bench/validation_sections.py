@@ -100,6 +100,12 @@ def _math_lines(outcome: dict) -> list[str]:
     return lines
 
 
+def _share(fraction: str) -> float:
+    """'7/21' as 0.333 (0 of none is 0)."""
+    done, total = (int(part) for part in fraction.split("/"))
+    return done / total if total else 0.0
+
+
 def _memory_lines(outcome: dict) -> list[str]:
     lines = ["", "## estimate_memory against published GRPO memory reports", ""]
     if not outcome.get("ok"):
@@ -122,6 +128,23 @@ def _memory_lines(outcome: dict) -> list[str]:
         f"| rows within 25% | {r['within_tolerance']} | all | "
         f"{'yes' if r['within_tolerance'].split('/')[0] == r['within_tolerance'].split('/')[1] else 'no'} |",
     ]
+    held = r.get("held_out")
+    if held:
+        error = held["median_absolute_error"]
+        lines += [
+            "",
+            f"Held out (collected 2026-12-06, before any estimator change; bench/results/2026-12-06-held-out-rows): "
+            f"{held['rows']} reports, {held['expressed']} the request expresses.",
+            "",
+            "| held-out figure | value | target | met |",
+            "|---|---|---|---|",
+            f"| reports within ±25% of the reported figure | {held['within_tolerance']} "
+            f"(median absolute error {'-' if error is None else f'{error:.0%}'}) | >= 80% | "
+            f"{'yes' if _share(held['within_tolerance']) >= 0.8 else 'no'} |",
+            f"| 'fits' verdicts for runs that went out of memory | {held['fits_verdicts_on_out_of_memory']} | 0 | "
+            f"{'yes' if held['fits_verdicts_on_out_of_memory'] == 0 else 'no'} |",
+            f"| verdict agreement | {held['verdict_agreement']} | | |",
+        ]
     if r["disagreeing"]:
         lines += ["", "Rows that disagree (kept, with the reason in the reference): " + ", ".join(r["disagreeing"])]
     return lines

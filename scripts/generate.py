@@ -87,19 +87,17 @@ def _variants_detail() -> str:
     return "\n".join(parts)
 
 
-def _markdown_cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def _reward_params_table(params: dict[str, Any]) -> str:
     """The params of one reward, from its builder's annotated signature (``skill.rewards.params``)."""
+    from skill.markdown import table_cell
+
     if not params:
         return "No params.\n"
     lines = ["| param | type | default | meaning |", "|---|---|---|---|"]
     for param in params.values():
         default = "required" if param.required else f"`{param.default_text()}`"
         cells = (f"`{param.name}`", f"`{param.type}`", default, param.description)
-        lines.append("| " + " | ".join(_markdown_cell(cell) for cell in cells) + " |")
+        lines.append("| " + " | ".join(table_cell(cell) for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -162,6 +160,7 @@ def _cross_field_checks() -> dict[str, list[str]]:
 
 def _field_reference() -> str:
     from skill.grpo_fields import grpo_config_defaults
+    from skill.markdown import table_cell
     from skill.recipe.checking.trl_contract import supported_choices
     from skill.recipe.deciding.field_rules import field_rules
 
@@ -176,11 +175,11 @@ def _field_reference() -> str:
         if rule.decision == "set":
             value = f"decided per recipe (TRL's default `{default!r}`)"
         where = rule.set_by or rule.changed_by or ""
-        cpu = f"`{rule.cpu[0]!r}`: {_markdown_cell(rule.cpu[1])}" if rule.cpu else ""
+        cpu = f"`{rule.cpu[0]!r}`: {table_cell(rule.cpu[1])}" if rule.cpu else ""
         allowed = ", ".join(f"`{choice}`" for choice in choices[name]) if rule.enumerated else ""
         if rule.bounds is not None:
             allowed = rule.bounds.words()
-        cells = [f"`{name}`", rule.decision, value, _markdown_cell(rule.reason), _markdown_cell(where), cpu, allowed]
+        cells = [f"`{name}`", rule.decision, value, table_cell(rule.reason), table_cell(where), cpu, allowed]
         lines.append("| " + " | ".join([*cells, ", ".join(checks.get(name, []))]) + " |")
     others = sorted(
         set(defaults) - set(field_rules()) - {"activation_checkpointing", "activation_checkpointing_kwargs"}

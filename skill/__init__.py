@@ -16,7 +16,7 @@ docs/architecture.md §2): ``demo`` (the embedded walkthrough; nothing in the co
 (the estimates) → ``rewards``, ``hardware``, ``sampling``, ``data``, ``models`` → ``state``, ``errors``,
 ``intervals`` (the statistics the tools decide on), ``hub_errors`` (a failed Hub access in words a user can act
 on), ``python_source`` (Python source parsed one thread at a time), ``grpo_fields`` (GRPOConfig keywords read
-with the target GRPOConfig's own defaults).
+with the target GRPOConfig's own defaults), ``markdown`` (text in generated tables).
 """
 
 from __future__ import annotations

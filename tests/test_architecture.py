@@ -169,7 +169,7 @@ def test_function_level_imports_of_the_project_say_why():
 
 # Dependencies point down: a package may import only packages of a lower layer (docs/architecture.md §2).
 LAYERS = (
-    ("errors", "intervals", "python_source", "grpo_fields"),
+    ("errors", "intervals", "python_source", "grpo_fields", "markdown"),
     ("state", "skill", "hub_errors"),  # ``skill`` is the package face; modules read only its __version__
     ("data", "models"),
     ("sampling", "hardware", "rewards"),

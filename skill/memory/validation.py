@@ -4,7 +4,10 @@ MemoryRequest, our estimate, and whether the two agree.
 A row agrees when the fits / does-not-fit verdict matches the report and, where the report gives a number, our
 peak is within ``TOLERANCE`` of it. Every report records the agreement it had when it was added (``expected``)
 and, when that is a disagreement, the reason; ``tests/test_memory.py`` fails when a row's agreement changes.
-``validation_summary()`` gives the figures bench/RESULTS.md reports.
+``validation_summary()`` gives the figures bench/RESULTS.md reports. A report with ``collected`` is held-out evidence
+gathered on that date, before any estimator change that followed (bench/results/2026-12-06-held-out-rows); one whose
+run the request cannot describe (``cannot_express``: a mixture of experts, a model no source gave a shape for) stays
+in the table unestimated and counts as a disagreement.
 
 May import: ``memory.schema``, ``memory.components``, ``models.shapes``.
 """
@@ -15,10 +18,11 @@ import json
 import statistics
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skill.markdown import table_cell
 from skill.memory.components import estimate_components
 from skill.memory.schema import MemoryRequest
 from skill.models.shapes import ModelShape
@@ -41,20 +45,24 @@ class PublishedReport(BaseModel):
     )
     quote: str
     mapping: str
-    request: MemoryRequest
+    request: MemoryRequest | None = None
+    settings: dict[str, Any] | None = Field(default=None, description="The settings as read, for an unexpressed row.")
+    measured_as: str = Field(default="", description="What the figure counts (nvidia-smi, torch reserved, ...).")
     reported_fits: bool
     reported_gib: float | None = None
     expected: Literal["agrees", "disagrees"]
     reason: str = ""
+    collected: str = Field(default="", description="When a held-out report was collected (ISO date).")
+    cannot_express: str = Field(default="", description="Why the request cannot describe this run.")
 
 
 class ValidationRow(BaseModel):
     """A report next to our estimate."""
 
     report: PublishedReport
-    estimated_gib: float
-    estimated_share: float = Field(description="The estimated peak over the device's capacity.")
-    estimated_fits: bool
+    estimated_gib: float | None
+    estimated_share: float | None = Field(description="The estimated peak over the device's capacity.")
+    estimated_fits: bool | None
     verdict_agrees: bool
     relative_error: float | None
     agreement: Literal["agrees", "disagrees"]
@@ -67,6 +75,9 @@ def load_reports() -> tuple[PublishedReport, ...]:
     shapes = {name: {k: v for k, v in shape.items() if k != "source"} for name, shape in data["shapes"].items()}
     reports = []
     for raw in data["reports"]:
+        if raw.get("cannot_express"):
+            reports.append(PublishedReport.model_validate({**raw, "request": None}))
+            continue
         request = dict(raw["request"])
         if isinstance(request.get("shape"), str):
             request["shape"] = ModelShape(**shapes[request["shape"]])
@@ -75,7 +86,17 @@ def load_reports() -> tuple[PublishedReport, ...]:
 
 
 def validate(report: PublishedReport) -> ValidationRow:
-    """Our estimate for one report and whether it agrees."""
+    """Our estimate for one report and whether it agrees (a report it cannot express disagrees)."""
+    if report.request is None:
+        return ValidationRow(
+            report=report,
+            estimated_gib=None,
+            estimated_share=None,
+            estimated_fits=None,
+            verdict_agrees=False,
+            relative_error=None,
+            agreement="disagrees",
+        )
     estimate = estimate_components(report.request)[1]
     verdict = estimate.fits == report.reported_fits
     error = None
@@ -108,7 +129,9 @@ def validation_summary() -> dict[str, object]:
     rows = validation_rows()
     errors = [abs(row.relative_error) for row in rows if row.relative_error is not None]
     agreeing = sum(row.verdict_agrees for row in rows)
-    close = [row for row in rows if abs(row.estimated_share - 1) <= TOLERANCE]
+    close = [row for row in rows if row.estimated_share is not None and abs(row.estimated_share - 1) <= TOLERANCE]
+    held_out = [row for row in rows if row.report.collected]
+    held_out_errors = [abs(row.relative_error) for row in held_out if row.relative_error is not None]
     return {
         "rows": len(rows),
         "verdict_agreement": f"{agreeing}/{len(rows)}",
@@ -123,6 +146,17 @@ def validation_summary() -> dict[str, object]:
         "disagreeing": [row.report.id for row in rows if row.agreement == "disagrees"],
         # A verdict far from the capacity is easy; rows estimated within 25% of it are where the model is tested.
         "close_calls": f"{sum(row.verdict_agrees for row in close)}/{len(close)}",
+        "held_out": {
+            "rows": len(held_out),
+            "expressed": sum(row.report.request is not None for row in held_out),
+            "verdict_agreement": f"{sum(row.verdict_agrees for row in held_out)}/{len(held_out)}",
+            "rows_with_numbers": len(held_out_errors),
+            "within_tolerance": f"{sum(error <= TOLERANCE for error in held_out_errors)}/{len(held_out_errors)}",
+            "median_absolute_error": round(statistics.median(held_out_errors), 3) if held_out_errors else None,
+            "fits_verdicts_on_out_of_memory": sum(
+                bool(row.estimated_fits) and not row.report.reported_fits for row in held_out
+            ),
+        },
     }
 
 
@@ -137,13 +171,20 @@ def validation_table() -> str:
         reported = ("fits" if report.reported_fits else "out of memory") + (
             f", {report.reported_gib:.1f} GiB" if report.reported_gib else ""
         )
-        estimated = f"{'fits' if row.estimated_fits else 'does not fit'}, {row.estimated_gib:.1f} GiB" + (
-            f" ({row.relative_error:+.0%})" if row.relative_error is not None else ""
-        )
+        if row.estimated_gib is None:
+            estimated = f"not estimated: cannot express {report.cannot_express}"
+        else:
+            estimated = f"{'fits' if row.estimated_fits else 'does not fit'}, {row.estimated_gib:.1f} GiB" + (
+                f" ({row.relative_error:+.0%})" if row.relative_error is not None else ""
+            )
         agreement = row.agreement + (f": {report.reason}" if report.reason else "")
+        if report.collected:
+            agreement += f" (held out, collected {report.collected})"
+        if report.measured_as:
+            reported += f" ({report.measured_as})"
         lines.append(
-            f"| [{report.id}]({report.source}) | {report.framework} | {report.evidence} | {report.quote} — "
-            f"{report.mapping} | "
+            f"| [{report.id}]({report.source}) | {report.framework} | {report.evidence} | {table_cell(report.quote)} — "
+            f"{table_cell(report.mapping)} | "
             f"{reported} | {estimated} | {agreement} |"
         )
     summary = validation_summary()
@@ -152,5 +193,13 @@ def validation_table() -> str:
         f"Verdict agreement {summary['verdict_agreement']}; median absolute error "
         f"{summary['median_absolute_error']:.1%} over the {summary['rows_with_numbers']} rows with a reported number "
         f"({summary['within_tolerance']} within ±{TOLERANCE:.0%})."
+    )
+    held = summary["held_out"]
+    error = held["median_absolute_error"]
+    lines.append(
+        f"Held out (collected before any estimator change): {held['rows']} reports, {held['expressed']} expressed; "
+        f"verdict agreement {held['verdict_agreement']}; {held['within_tolerance']} within ±{TOLERANCE:.0%} of the "
+        f"reported figure (median absolute error {'-' if error is None else f'{error:.0%}'}); "
+        f"{held['fits_verdicts_on_out_of_memory']} 'fits' verdicts for runs that went out of memory."
     )
     return "\n".join(lines) + "\n"

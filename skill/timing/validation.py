@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skill.markdown import table_cell
 from skill.models.shapes import ModelShape, known_model
 from skill.timing.estimate import estimate_step_time
 from skill.timing.schema import StepTimeRequest
@@ -159,8 +160,8 @@ def validation_table() -> str:
             estimate = f"{result.estimated_seconds_per_step:.1f} ({result.parts})"
             ratio = f"{result.ratio:.2f}x"
         lines.append(
-            f"| {source}{held_out} | {row.framework} | {_cell(row.quote)} ({_cell(row.where)}) | "
-            f"{_cell(row.mapping)} | {row.reported_seconds_per_step:g} | {estimate} | {ratio}{reason} |"
+            f"| {source}{held_out} | {row.framework} | {table_cell(row.quote)} ({table_cell(row.where)}) | "
+            f"{table_cell(row.mapping)} | {row.reported_seconds_per_step:g} | {estimate} | {ratio}{reason} |"
         )
     summary = validation_summary()
     held = summary["held_out"]
@@ -176,8 +177,3 @@ def validation_table() -> str:
         + f" ({'all' if summary['cpu_within_30_percent'] else 'NOT all'} within 30%).",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    """Text for one markdown table cell: pipes escaped, lines joined."""
-    return " ".join(text.replace("|", "\\|").split())
