@@ -159,7 +159,7 @@ def _cross_field_checks() -> dict[str, list[str]]:
 
 
 def _field_reference() -> str:
-    from skill.grpo_fields import grpo_config_defaults
+    from skill.grpo_fields import FIELD_RENAMES, grpo_config_defaults
     from skill.markdown import table_cell
     from skill.recipe.checking.trl_contract import supported_choices
     from skill.recipe.deciding.field_rules import field_rules
@@ -170,10 +170,8 @@ def _field_reference() -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, rule in field_rules().items():
-        default = defaults.get(name)
-        value = f"`{rule.value!r}`" if rule.seeded else f"TRL's default `{default!r}`"
-        if rule.decision == "set":
-            value = f"decided per recipe (TRL's default `{default!r}`)"
+        default = f"TRL's default `{defaults.get(name)!r}`"
+        value = {"seed": f"`{rule.value!r}`", "set": f"decided per recipe ({default})", "left": default}[rule.decision]
         where = rule.set_by or rule.changed_by or ""
         cpu = f"`{rule.cpu[0]!r}`: {table_cell(rule.cpu[1])}" if rule.cpu else ""
         allowed = ", ".join(f"`{choice}`" for choice in choices[name]) if rule.enumerated else ""
@@ -181,9 +179,8 @@ def _field_reference() -> str:
             allowed = rule.bounds.words()
         cells = [f"`{name}`", rule.decision, value, table_cell(rule.reason), table_cell(where), cpu, allowed]
         lines.append("| " + " | ".join([*cells, ", ".join(checks.get(name, []))]) + " |")
-    others = sorted(
-        set(defaults) - set(field_rules()) - {"activation_checkpointing", "activation_checkpointing_kwargs"}
-    )
+    newer_names = {rename.new for rename in FIELD_RENAMES}  # the rules name a renamed field as the target reads it
+    others = sorted(set(defaults) - set(field_rules()) - newer_names)
     lines += ["", f"Left at their defaults, as TrainingArguments fields that do not change a GRPO run ({len(others)}):"]
     lines.append(", ".join(f"`{name}`" for name in others) + ".")
     return "\n".join(lines) + "\n"
