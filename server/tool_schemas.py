@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-TOOLS_LIST_CHARACTERS = 28_500
+TOOLS_LIST_CHARACTERS = 29_200
 """What tools/list may take, as compact JSON: an agent reads it whole before its first call. 78,243 before the
 schemas were published this way; 24,988 on 2026-12-03; 27,593 once route_check and inspect_rewards took the
 dataset contract and a sampling engine and record_review the blind labels (2026-12-04); 28,399 once the launch
-plan carried its sharding, emit and run_grpo took a sharding choice and run_grpo a rehearsal (2026-12-06)."""
+plan carried its sharding, emit and run_grpo took a sharding choice and run_grpo a rehearsal (2026-12-06); 29,069
+once a model's shape took a mixture of experts' fields and the hardware its host RAM (2026-12-06, later)."""
 
 FULL_CONTRACTS = {
     "GRPORecipe": "grpo://schemas/grpo_recipe.json",

@@ -17,7 +17,7 @@ from skill.hardware.specs import HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.schema import MemoryRequest
 from skill.models.shapes import known_model
-from skill.models.size import parameters_billions, resolve_shape, transformers_count
+from skill.models.size import SHAPE_TOLERANCE, parameters_billions, resolve_shape, transformers_count
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
@@ -101,11 +101,93 @@ def test_emit_needs_no_parameter_count_for_a_model_whose_config_reads(tmp_path, 
     assert recipe.provenance.memory_estimate is not None and recipe.method in ("full", "lora")
 
 
-def test_a_mixture_of_experts_is_counted_but_not_given_a_dense_shape(tmp_path):
-    model = str(config_dir(tmp_path / "tiny-moe", TINY_MIXTRAL))
-    assert parameters_billions(model) * 1e9 == transformers_count(TINY_MIXTRAL)  # experts and router included
-    with pytest.raises(SkillError, match="mixture-of-experts model .num_local_experts=4.: the memory estimator covers"):
+# Tiny configs of each mixture-of-experts family the shape reads: routed experts (Mixtral, gpt-oss), a wider
+# shared expert (Qwen2-MoE), multi-head latent attention with dense leading layers and a shared expert (DeepSeek-V3).
+TINY_MOE = {
+    "mixtral": TINY_MIXTRAL,
+    "qwen3_moe": {
+        **TINY_MIXTRAL,
+        "model_type": "qwen3_moe",
+        "num_local_experts": None,
+        "num_experts": 8,
+        "moe_intermediate_size": 16,
+        "head_dim": 16,
+    },
+    "qwen2_moe": {
+        **TINY_MIXTRAL,
+        "model_type": "qwen2_moe",
+        "num_local_experts": None,
+        "num_experts": 8,
+        "moe_intermediate_size": 16,
+        "shared_expert_intermediate_size": 64,
+    },
+    "deepseek_v3": {
+        **TINY_MIXTRAL,
+        "model_type": "deepseek_v3",
+        "num_local_experts": None,
+        "num_hidden_layers": 3,
+        "first_k_dense_replace": 1,
+        "num_key_value_heads": 4,
+        "n_routed_experts": 8,
+        "n_shared_experts": 1,
+        "moe_intermediate_size": 16,
+        "n_group": 2,
+        "topk_group": 1,
+        "q_lora_rank": 24,
+        "kv_lora_rank": 16,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8,
+        "v_head_dim": 16,
+    },
+    "gpt_oss": {**TINY_MIXTRAL, "model_type": "gpt_oss", "head_dim": 16},
+}
+
+
+@pytest.mark.parametrize("family", sorted(TINY_MOE))
+def test_a_mixture_of_experts_is_shaped_and_its_count_agrees_with_transformers(tmp_path, family):
+    config = {key: value for key, value in TINY_MOE[family].items() if value is not None}
+    model = str(config_dir(tmp_path / family, config))
+    shape = resolve_shape(model)  # refused if its count were more than SHAPE_TOLERANCE from transformers'
+    counted = transformers_count(config)
+    assert parameters_billions(model) == counted / 1e9
+    assert abs(shape.parameters() - counted) <= SHAPE_TOLERANCE * counted  # gpt-oss: expert biases, sinks
+    assert shape.experts == config.get("num_local_experts", 8)
+    assert shape.active_linear_parameters() < shape.linear_parameters()  # a token passes through 2 experts
+
+
+def test_experts_on_some_layers_only_are_refused_with_the_reason(tmp_path):
+    sparse = {**TINY_MOE["qwen3_moe"], "num_local_experts": None, "mlp_only_layers": [0]}
+    model = str(config_dir(tmp_path / "sparse", {k: v for k, v in sparse.items() if v is not None}))
+    with pytest.raises(SkillError, match="experts on some layers only"):
         resolve_shape(model)
+
+
+def test_a_mixture_of_experts_stores_every_expert_and_computes_with_the_routed_ones():
+    """Qwen3-30B-A3B (the config's numbers): memory holds 30.5B parameters, a token multiplies by about 3B."""
+    from skill.models.shapes import shape_from_config
+    from skill.timing.generation import matmul_parameters
+
+    moe = shape_from_config(
+        {
+            **TINY_MOE["qwen3_moe"],
+            "hidden_size": 2048,
+            "intermediate_size": 6144,
+            "moe_intermediate_size": 768,
+            "num_hidden_layers": 48,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "vocab_size": 151936,
+            "tie_word_embeddings": False,
+        }
+    )
+    assert round(moe.parameters() / 1e9, 1) == 30.5  # the model card: 30.5B in total
+    assert round(matmul_parameters(moe) / 1e9, 1) == 3.0  # 3.3B activated per the card, embeddings included
+    h100 = HardwareSpec(gpu_model="H100", gpus_per_node=8)
+    estimate = estimate_memory(MemoryRequest(shape=moe, hardware=h100, method="full", sharding="zero3"))
+    assert estimate.components.weights > 30.5e9 * 2 / 8 / 2**30 * 0.99  # GiB: every expert's weights, sharded
 
 
 def test_a_decoder_the_formulas_do_not_describe_is_refused_not_misestimated(tmp_path):

@@ -233,27 +233,27 @@ def test_concurrency_cap_refuses_with_the_running_runs(tiny_model_dir, dataset, 
 
 
 def test_a_model_without_a_shape_blocks_only_an_unforced_run(tiny_model_dir, dataset, tmp_path, monkeypatch):
-    """A mixture-of-experts config has a parameter count but no dense shape: the memory check cannot run. Unforced
+    """A GPT-NeoX config (a non-gated MLP) has a parameter count but no shape: the memory check cannot run. Unforced
     the run is refused, saying what to send; forced it starts, with a note saying why memory was not checked."""
     from skill.runs.engine_choice import ENGINES  # only to stop the spawn: the checks are what is tested
 
     # Its own runs directory: the other worker's run_grpo would meet this pid-less run and fail it meanwhile.
     monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path / "state"))
 
-    model = tmp_path / "tiny-moe"
+    model = tmp_path / "tiny-neox"
     model.mkdir()
     for file in tiny_model_dir.iterdir():
         if file.name.startswith(("tokenizer", "special_tokens", "chat_template")):
             (model / file.name).write_bytes(file.read_bytes())
-    mixtral = {"model_type": "mixtral", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2}
-    mixtral |= {"num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4, "vocab_size": 49152}
-    (model / "config.json").write_text(json.dumps(mixtral))
-    moe = recipe(model, dataset)  # no parameters_billions: the count is read from config.json
-    assert any(line.startswith("Memory not estimated") for line in moe.provenance.validation)
+    neox = {"model_type": "gpt_neox", "hidden_size": 64, "intermediate_size": 2048, "num_hidden_layers": 4}
+    neox |= {"num_attention_heads": 4, "vocab_size": 49152}
+    (model / "config.json").write_text(json.dumps(neox))
+    neox_recipe = recipe(model, dataset)  # no parameters_billions: the count is read from config.json
+    assert any(line.startswith("Memory not estimated") for line in neox_recipe.provenance.validation)
     pass_inspection(REWARDS)
-    with pytest.raises(SkillError, match="Memory cannot be checked: .*mixture-of-experts.* pass force with a reason"):
-        run_grpo(RunRequest(recipe=moe))
+    with pytest.raises(SkillError, match="Memory cannot be checked: .*gpt_neox.* pass force with a reason"):
+        run_grpo(RunRequest(recipe=neox_recipe))
     monkeypatch.setattr(ENGINES["local"], "submit", lambda directory, resume: read_record(directory))
-    status = run_grpo(RunRequest(recipe=moe, force=True, force_reason="MoE: memory checked by hand"))
+    status = run_grpo(RunRequest(recipe=neox_recipe, force=True, force_reason="NeoX: memory checked by hand"))
     checks = read_record(run_dir(status.run_id)).checks
-    assert any(line.startswith("Memory not checked (forced): ") and "mixture-of-experts" in line for line in checks)
+    assert any(line.startswith("Memory not checked (forced): ") and "gpt_neox" in line for line in checks)

@@ -35,11 +35,51 @@ def test_more_tokens_and_larger_models_take_longer():
 
 
 def test_decode_is_bandwidth_bound_at_small_batches():
-    # One completion per engine: the decode reads the weights once a token, so twice the bandwidth halves it.
+    # One completion per engine: the decode reads the weights once a token, so more bandwidth shortens it by the
+    # ratio; vLLM's scheduling per iteration does not scale with the card.
+    from skill.hardware.throughput import gpu_throughput
+    from skill.timing.constants import VLLM_DECODE_ITERATION_OVERHEAD_S
+    from skill.timing.generation import gpu_generation_seconds
+
     one = dict(completions_per_step=8, prompt_tokens=1, max_completion_length=512)
-    h100 = estimate_step_time(_request(**one)).generation_s
-    h200 = estimate_step_time(_request(**one, hardware=HardwareSpec(gpu_model="H200", gpus_per_node=8))).generation_s
-    assert h200 == pytest.approx(h100 * 3.35 / 4.8, rel=0.05)  # same peak compute, 4.8 vs 3.35 TB/s
+    h100, h200 = _request(**one), _request(**one, hardware=HardwareSpec(gpu_model="H200", gpus_per_node=8))
+    for end in ("fast", "slow"):
+        scheduling = 512 * VLLM_DECODE_ITERATION_OVERHEAD_S.at(end)
+        on_h100 = gpu_generation_seconds(h100, gpu_throughput(h100.hardware), end=end) - scheduling
+        on_h200 = gpu_generation_seconds(h200, gpu_throughput(h200.hardware), end=end) - scheduling
+        assert on_h200 == pytest.approx(on_h100 * 3.35 / 4.8, rel=0.05)  # same peak compute, 4.8 vs 3.35 TB/s
+
+
+def test_eager_decode_takes_at_least_its_kernel_launches():
+    """transformers' generate on a large GPU and a small model is launch-bound: the layers, not the bytes, decide."""
+    from skill.timing.constants import EAGER_DECODE_LAYER_S
+
+    small = SHAPES["qwen2.5-0.5b"].shape
+    eager = estimate_step_time(_request(shape=small, generation="transformers", completions_per_step=8))
+    floor = 1024 * small.layers * EAGER_DECODE_LAYER_S.middle
+    assert eager.generation_s == pytest.approx(floor, rel=0.02)
+
+
+def test_the_estimate_is_a_range_with_its_point_in_the_geometric_middle_and_its_largest_part_named():
+    estimate = estimate_step_time(_request())
+    low, high = estimate.low_seconds_per_step, estimate.high_seconds_per_step
+    assert low < estimate.seconds_per_step < high <= 2.5 * low
+    assert estimate.seconds_per_step == pytest.approx((low * high) ** 0.5, rel=1e-3)
+    largest = max(("generation", estimate.generation_s), ("training", estimate.training_s), key=lambda p: p[1])[0]
+    assert estimate.largest_part.startswith(largest) and estimate.largest_uncertainty
+    line = estimate.summary()
+    assert f"{low:.1f}-{high:.1f}" in line and f"largest: {estimate.largest_part}" in line
+
+
+def test_a_mixture_of_experts_computes_with_its_active_experts_and_decodes_all_of_them():
+    """Qwen3-30B-A3B trains about as fast as a 3B dense model but, at a large batch, decodes reading every expert."""
+    from skill.timing.validation import load_rows
+
+    moe = next(row.request.shape for row in load_rows() if row.model == "Qwen/Qwen3-30B-A3B")
+    dense_3b = SHAPES["qwen2.5-3b"].shape
+    on_moe, on_dense = estimate_step_time(_request(shape=moe)), estimate_step_time(_request(shape=dense_3b))
+    assert 0.5 < on_moe.training_s / on_dense.training_s < 2
+    assert on_moe.generation_s > 3 * on_dense.generation_s  # 30.5B parameters read per iteration, not 3B
 
 
 def test_measured_lengths_shorten_generation_and_are_said():

@@ -219,6 +219,11 @@ class HardwareSpec(BaseModel):
     bf16: bool | None = Field(
         default=None, description="Whether the GPU computes in bf16; filled from the GPU model when known."
     )
+    host_memory_gib_per_node: float | None = Field(
+        default=None,
+        gt=0,
+        description="Host RAM per node in GiB; when sent, the memory verdict counts loading and offload.",
+    )
 
     @model_validator(mode="after")
     def _check_and_fill(self) -> HardwareSpec:

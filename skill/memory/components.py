@@ -50,17 +50,17 @@ from skill.memory.schema import (
     ALLOCATOR_SLACK,
     CPU_PROCESS_GIB,
     CUDA_CONTEXT_GIB,
-    DTYPE_BYTES,
     GIB,
     LOGPROB_TOKEN_TILE,
     LOGPROB_TORCH_BYTES_PER_TILE_ELEMENT,
     LOGPROB_VOCAB_TILE,
+    NEAR_CAPACITY,
     VLLM_RUNTIME_GIB,
     Components,
     MemoryEstimate,
     MemoryRequest,
 )
-from skill.models.shapes import ModelShape
+from skill.models.shapes import DTYPE_BYTES, ModelShape
 from skill.models.size import resolve_shape
 
 
@@ -90,7 +90,7 @@ def saved_activation_bytes_per_token(
     ...     saved_activation_bytes_per_token(SHAPES["smollm2-135m"].shape, 4, True)
     True
     """
-    h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
+    h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.active_ffn
     residual_bytes = residual_bytes or dtype_bytes
     if checkpointing:
         return shape.layers * h * residual_bytes + 12 * h
@@ -141,16 +141,6 @@ def full_logits_bytes(sequences: int, tokens: int, vocab: int, dtype_bytes: int 
     78.3
     """
     return sequences * tokens * vocab * dtype_bytes
-
-
-def kv_cache_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> int:
-    """Keys and values of every layer for one token.
-
-    >>> from skill.models.shapes import SHAPES
-    >>> kv_cache_bytes_per_token(SHAPES["llama-3.1-8b"].shape, 2)
-    131072
-    """
-    return 2 * shape.layers * shape.kv_dim * dtype_bytes
 
 
 class Generation(NamedTuple):
@@ -247,7 +237,7 @@ def generation_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int
     """A colocated vLLM's share (and the KV cache it leaves), or transformers' KV cache without vLLM."""
     use_vllm = uses_vllm(request)
     sequence = request.prompt_length + request.completion_length
-    kv_per_token = kv_cache_bytes_per_token(shape, dtype_bytes)
+    kv_per_token = shape.kv_cache_bytes_per_token(dtype_bytes)
     if not use_vllm:
         sequences = request.per_device_train_batch_size * request.steps_per_generation
         return Generation(0.0, None, sequences * sequence * kv_per_token, [], [])
@@ -256,7 +246,9 @@ def generation_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int
     vllm = request.vllm_gpu_memory_utilization * capacity_gib(request) * GIB
     tensor_parallel = request.vllm_tensor_parallel_size  # each GPU holds 1/TP of the weights and of each KV head set
     vllm_weights = shape.parameters() * dtype_bytes / tensor_parallel
-    kv_per_gpu = kv_per_token / min(tensor_parallel, shape.kv_heads)  # vLLM replicates KV heads beyond their count
+    # vLLM splits KV heads over tensor parallel ranks and replicates them beyond their count; MLA's latent is one
+    # vector per token, whole on every rank.
+    kv_per_gpu = kv_per_token / (1 if shape.kv_cache_width else min(tensor_parallel, shape.kv_heads))
     vllm_tokens = max(0, int((vllm - vllm_weights - VLLM_RUNTIME_GIB * GIB) // kv_per_gpu))
     warnings = []
     if vllm_tokens < sequence:
@@ -286,10 +278,12 @@ def phase_peaks(
     generation: Generation,
     gather: Gather,
     overhead: float,
+    reserve: bool = True,
 ) -> Peaks:
-    """The training step, generation, and the weight sync into vLLM, each with what is alive during it."""
+    """The training step, generation, and the weight sync into vLLM, each with what is alive during it (with the
+    caching allocator's reserve on a GPU, or the tensors alone)."""
     activations, logprob = workspace
-    slack = 0.0 if request.hardware.accelerator == "cpu" else ALLOCATOR_SLACK
+    slack = ALLOCATOR_SLACK if reserve and request.hardware.accelerator != "cpu" else 0.0
     resident = state.weights + state.optimizer + state.reference
     vllm_during_train = 0.0 if request.vllm_enable_sleep_mode else generation.vllm
     train = (resident + state.gradients + state.buckets + activations + logprob) * (1 + slack)
@@ -340,9 +334,23 @@ def stated_assumptions(request: MemoryRequest, dtype: str, compute: str, overhea
         f"{dtype} weights{f' under {compute} autocast' if compute != dtype else ''}; "
         f"{precision_note(request, dtype)}; {reference}.",
         f"{'Checkpointed' if request.activation_checkpointing else 'Full'} activations for {tokens}; log-prob via "
-        f"{logits}; overhead {overhead_gib} GiB is modelled.",
+        f"{logits}; "
+        + (
+            f"the Python process {overhead_gib} GiB (modelled)."
+            if request.hardware.accelerator == "cpu"
+            else f"CUDA context {overhead_gib} GiB (measured on an H200) and the allocator's reserve "
+            f"{ALLOCATOR_SLACK:.0%} of the tensors."
+        ),
         f"CPU offload: {', '.join(offload) if offload else 'none'}.",
     ]
+
+
+def state_assumptions(gather: Gather, state: ModelState) -> list[str]:
+    """The weight gather and DDP's buckets, when the backend has them."""
+    notes = [f"Weight gather: {gather.reason}."] if gather.reason else []
+    if state.buckets:
+        notes.append("DDP's all-reduce buckets hold a second copy of the gradients (gradient_as_bucket_view off).")
+    return notes
 
 
 def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstimate]:
@@ -366,6 +374,8 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
     overhead_gib = CPU_PROCESS_GIB if on_cpu else CUDA_CONTEXT_GIB
     peaks = phase_peaks(request, state, (activations, logprob), generation, gather, overhead_gib * GIB)
     peak = max(peaks.train, peaks.generate, peaks.sync or 0.0) / GIB
+    tensors = phase_peaks(request, state, (activations, logprob), generation, gather, 0.0, reserve=False)
+    host = host_memory_bytes(request, shape, b, state.offloaded, processes) / GIB
     components = Components(
         weights=state.weights / GIB,
         gradients=state.gradients / GIB,
@@ -380,13 +390,9 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
         gradient_buckets=state.buckets / GIB,
     )
     assumptions = generation.assumptions + stated_assumptions(request, dtype, compute, overhead_gib)
-    if gather.reason:
-        assumptions.append(f"Weight gather: {gather.reason}.")
-    if state.buckets:
-        assumptions.append(
-            "DDP's all-reduce buckets hold a second copy of the gradients (gradient_as_bucket_view off)."
-        )
+    assumptions += state_assumptions(gather, state)
     capacity = capacity_gib(request)
+    host_warnings = host_memory_warnings(request, host)
     estimate = MemoryEstimate(
         target="cpu" if on_cpu else "gpu",
         capacity_gib=capacity,
@@ -397,14 +403,45 @@ def estimate_components(request: MemoryRequest) -> tuple[Components, MemoryEstim
         peak_generate_gib=round(peaks.generate / GIB, 3),
         peak_sync_gib=None if peaks.sync is None else round(peaks.sync / GIB, 3),
         peak_gib=round(peak, 3),
-        fits=peak <= capacity and not generation.warnings,
+        peak_allocated_gib=round(max(tensors.train, tensors.generate, tensors.sync or 0.0) / GIB, 3),
+        fits=peak <= capacity * (1 - NEAR_CAPACITY) and not generation.warnings and not host_warnings,
         headroom_gib=round(capacity - peak, 3),
+        near_capacity=abs(capacity - peak) <= NEAR_CAPACITY * capacity,
+        host_memory_gib_per_node=round(host, 1),
         vllm_kv_cache_tokens=generation.vllm_tokens,
         offloaded_to_cpu_gib=round(state.offloaded / GIB, 3),
-        warnings=generation.warnings + gather_warnings(gather, peaks, capacity),
+        warnings=generation.warnings + gather_warnings(gather, peaks, capacity) + host_warnings,
         assumptions=assumptions,
     )
     return components, estimate
+
+
+def host_memory_bytes(
+    request: MemoryRequest, shape: ModelShape, dtype_bytes: int, offloaded: float, processes: int
+) -> float:
+    """Host RAM one node needs: every process on it loads the weights once in their dtype (transformers'
+    from_pretrained keeps at most one copy, "low_cpu_mem_usage"), keeps what it offloads, and is a Python process.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.models.shapes import SHAPES
+    >>> request = MemoryRequest(shape=SHAPES["qwen2.5-7b"].shape, dtype="float32",
+    ...     hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8))
+    >>> round(host_memory_bytes(request, request.shape, 4, 0.0, 8) / GIB)  # eight ranks, 7.6B in fp32
+    235
+    """
+    per_node = processes if request.hardware.accelerator == "cpu" else min(processes, request.hardware.gpus_per_node)
+    return per_node * (shape.parameters() * dtype_bytes + offloaded + CPU_PROCESS_GIB * GIB)
+
+
+def host_memory_warnings(request: MemoryRequest, host_gib: float) -> list[str]:
+    """Say so when a node's host RAM, as the hardware states it, cannot hold what its processes load and offload."""
+    limit = request.hardware.host_memory_gib_per_node
+    if limit is None or request.hardware.accelerator == "cpu" or host_gib <= limit:
+        return []
+    return [
+        f"Each node needs about {host_gib:.0f} GiB of host RAM (the weights loaded once per process, what is "
+        f"offloaded, the processes themselves) and has {limit:.0f} GiB: loading would stop there."
+    ]
 
 
 def gather_warnings(gather: Gather, peaks: Peaks, capacity: float) -> list[str]:

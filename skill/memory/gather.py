@@ -42,13 +42,15 @@ NO_GATHER = Gather(0.0, "", "")
 
 
 def largest_parameter(shape: ModelShape) -> int:
-    """Elements of the largest single parameter: the embedding (or LM head), an MLP or a query projection.
+    """Elements of the largest single parameter: the embedding (or LM head), an MLP or a query projection, or a
+    mixture of experts' fused gate-and-up projection of every expert (transformers 5 stores them as one tensor).
 
     >>> from skill.models.shapes import SHAPES
     >>> largest_parameter(SHAPES["llama-3.1-8b"].shape) == 128256 * 4096
     True
     """
-    return max(shape.vocab * shape.hidden, shape.ffn * shape.hidden, shape.q_dim * shape.hidden)
+    fused_experts = shape.experts * 2 * shape.expert_ffn * shape.hidden
+    return max(shape.vocab * shape.hidden, shape.ffn * shape.hidden, shape.q_dim * shape.hidden, fused_experts)
 
 
 def uses_vllm(request: MemoryRequest) -> bool:

@@ -31,8 +31,8 @@ from typing import NamedTuple
 
 from skill.errors import SkillError
 from skill.memory.precision import adapter_bytes, compute_dtype
-from skill.memory.schema import DTYPE_BYTES, NF4_BYTES_PER_PARAMETER, MemoryRequest
-from skill.models.shapes import ModelShape
+from skill.memory.schema import MemoryRequest
+from skill.models.shapes import DTYPE_BYTES, NF4_BYTES_PER_PARAMETER, ModelShape
 
 ZERO = ("zero1", "zero2", "zero3")
 LAYERS_RESIDENT_WHEN_OFFLOADED = 2  # ZeRO-3 / FSDP: the layer computing and the one prefetched, gathered whole
@@ -51,16 +51,21 @@ class ModelState(NamedTuple):
 
 
 def lora_parameters(shape: ModelShape, r: int, targets: str) -> int:
-    """Adapter parameters: r x (in + out) for each adapted projection.
+    """Adapter parameters: r x (in + out) for each adapted projection. A mixture of experts' routed experts are
+    fused 3-D parameters in transformers 5 (``Qwen3MoeExperts.gate_up_proj``), not ``nn.Linear``, so PEFT's
+    'all-linear' adapts the dense layers' and the shared experts' MLPs only.
 
     >>> from skill.models.shapes import SHAPES
     >>> lora_parameters(SHAPES["qwen2.5-7b"].shape, 16, "all-linear")
     40370176
     """
-    h, q, kv, f = shape.hidden, shape.q_dim, shape.kv_dim, shape.ffn
-    attention = (h + q) + 2 * (h + kv) + (q + h)
-    mlp = 2 * (h + f) + (f + h)
-    return shape.layers * r * (attention + (mlp if targets == "all-linear" else 0))
+    h, q, kv = shape.hidden, shape.q_dim, shape.kv_dim
+    attention = shape.layers * ((h + q) + 2 * (h + kv) + (q + h))
+    gated = 3 * h  # gate and up take h in, down gives h out
+    mlp = (shape.layers - shape.moe_layers) * (gated + 3 * shape.ffn) + shape.moe_layers * shape.shared_experts * (
+        gated + 3 * shape.expert_ffn
+    )
+    return r * (attention + (mlp if targets == "all-linear" else 0))
 
 
 def check_placement(request: MemoryRequest) -> None:
@@ -145,7 +150,7 @@ def _unsharded(request: MemoryRequest, shape: ModelShape, dtype_bytes: int) -> t
     parameters = shape.parameters()
     adapters = lora_parameters(shape, request.lora_r, request.lora_targets) if request.method != "full" else 0
     if request.method == "qlora":
-        linear = shape.layers * shape.linear_parameters_per_layer()
+        linear = shape.linear_parameters()
         base = linear * NF4_BYTES_PER_PARAMETER + (parameters - linear) * dtype_bytes
     else:
         base = parameters * dtype_bytes

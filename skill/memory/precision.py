@@ -16,8 +16,8 @@ May import: ``memory.schema``, ``models.shapes``.
 
 from __future__ import annotations
 
-from skill.memory.schema import DTYPE_BYTES, MemoryRequest
-from skill.models.shapes import ModelShape
+from skill.memory.schema import MemoryRequest
+from skill.models.shapes import DTYPE_BYTES, ModelShape
 
 
 def mixed_precision(request: MemoryRequest) -> bool:
@@ -75,7 +75,7 @@ def autocast_copy_bytes(request: MemoryRequest, shape: ModelShape, weights: str)
     compute = compute_dtype(request, weights)
     if compute == weights or request.method != "full" or request.sharding != "none":
         return 0.0
-    matmul = shape.layers * shape.linear_parameters_per_layer() + shape.vocab * shape.hidden
+    matmul = shape.linear_parameters() + shape.vocab * shape.hidden
     return matmul * DTYPE_BYTES[compute]
 
 

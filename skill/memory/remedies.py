@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from skill.errors import SkillError
 from skill.memory.components import (
     estimate_components,
-    kv_cache_bytes_per_token,
     training_processes,
     weight_dtype,
     with_shape,
 )
 from skill.memory.gather import gathers_whole_model
 from skill.memory.precision import compute_dtype
-from skill.memory.schema import DTYPE_BYTES, GIB, MemoryRequest, Remedy
+from skill.memory.schema import GIB, MemoryRequest, Remedy
+from skill.models.shapes import DTYPE_BYTES
 
 MAX_GPUS_SUGGESTED = 512
 
@@ -169,7 +169,7 @@ def smallest_vllm_share(request: MemoryRequest) -> float:
     b = DTYPE_BYTES[compute_dtype(request, weight_dtype(request))]  # vLLM serves in half precision on GPUs
     tokens = request.per_device_train_batch_size * request.steps_per_generation
     tokens *= request.prompt_length + request.completion_length
-    needed = shape.parameters() * b + 0.5 * GIB + tokens * kv_cache_bytes_per_token(shape, b)
+    needed = shape.parameters() * b + 0.5 * GIB + tokens * shape.kv_cache_bytes_per_token(b)
     needed /= request.vllm_tensor_parallel_size  # tensor parallel splits the weights and each token's KV heads
     share = needed / ((request.hardware.memory_gib_per_gpu or 1.0) * GIB)
     return min(0.95, math.ceil(share * 20) / 20)

@@ -14,16 +14,23 @@ from skill.hardware.specs import HardwareSpec
 from skill.models.shapes import ModelShape
 
 GIB = 2**30
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-NF4_BYTES_PER_PARAMETER = 4.127 / 8  # 4-bit weights + double-quantized absmax per 64-block (QLoRA paper)
 LOGPROB_TOKEN_TILE = 4096  # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
 LOGPROB_VOCAB_TILE = 32768  # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
 # Extra bytes per tile element in the torch fallback of the chunked log-prob's backward (no Triton:
 # CPU and other devices): seven float32 temporaries and one boolean mask alive at once, counted from
 # _backward_tile and confirmed by allocator measurement (the forward holds fewer).
 LOGPROB_TORCH_BYTES_PER_TILE_ELEMENT = 7 * 4 + 1
-CUDA_CONTEXT_GIB = 0.6  # typical CUDA context + cuBLAS workspace with torch 2.x; modelled
-ALLOCATOR_SLACK = 0.05  # caching allocator fragmentation on GPU, as a fraction of tensor memory; modelled
+# The CUDA context a process holds besides its tensors: 552,402,944 bytes measured on an H200 with torch
+# 2.11+cu130 (bench/results/2026-12-04-h200/gpu_memory.json, cuda_context_bytes); published figures with lazy module
+# loading lie between 274 MiB (pytorch/pytorch#86509) and 426 MiB (unslothai/unsloth-zoo#1053) before cuBLAS.
+CUDA_CONTEXT_GIB = 0.514
+# What the caching allocator reserves beyond the tensors' peak, as a fraction of it: 3-7% on our H200 rows of a
+# full fine-tune and a LoRA run without checkpointing (max_memory_reserved over max_memory_allocated, same file);
+# GMLake (ASPLOS'24) reports 15% on average, up to 33%, for LLM fine-tuning on A100s, so a run may reserve more.
+ALLOCATOR_SLACK = 0.05
+# The headroom a 'fits' verdict keeps: a peak within 5% of the capacity is a close call, not a fit (the reserve
+# beyond our H200 rows' 3-7%, a longer batch than the probe's, another library's workspace decide it).
+NEAR_CAPACITY = 0.05
 VLLM_RUNTIME_GIB = 0.5  # vLLM's own activations and CUDA graphs inside its share; modelled
 CPU_PROCESS_GIB = 1.0  # a Python process with torch, transformers and trl imported; modelled
 
@@ -47,8 +54,8 @@ class MemoryRequest(BaseModel):
     )
     mixed_precision: bool | None = Field(
         default=None,
-        description="bf16/fp16 autocast (GRPOConfig bf16/fp16): activations, caches and vLLM in half precision, "
-        "weights in `dtype` (fp32 masters in a full fine-tune); default: on GPUs.",
+        description="bf16/fp16 autocast (GRPOConfig bf16/fp16); weights stay in `dtype` (fp32 masters in a full "
+        "fine-tune); default: on GPUs.",
     )
     lora_r: int = Field(default=16, gt=0)
     lora_targets: Literal["all-linear", "attention"] = "all-linear"
@@ -157,9 +164,25 @@ class MemoryEstimate(BaseModel):
     peak_sync_gib: float | None = Field(
         default=None, description="Peak while TRL syncs the weights into vLLM (None without vLLM)."
     )
-    peak_gib: float
+    peak_gib: float = Field(
+        description="What nvidia-smi shows at the peak: the tensors, the caching allocator's reserve beyond them, the "
+        "CUDA context and a colocated vLLM's share."
+    )
+    peak_allocated_gib: float = Field(
+        default=0.0, description="The tensors alone at the peak (torch.cuda.max_memory_allocated), for comparison."
+    )
     fits: bool
     headroom_gib: float
+    near_capacity: bool = Field(
+        default=False,
+        description="The peak lies within 5% of the capacity: a close call, never a fit (fragmentation or a longer "
+        "batch decides).",
+    )
+    host_memory_gib_per_node: float = Field(
+        default=0.0,
+        description="Host RAM one node needs: each process loads the weights once (low_cpu_mem_usage) and keeps "
+        "what it offloads.",
+    )
     vllm_kv_cache_tokens: int | None = Field(default=None, description="Tokens the colocated vLLM cache can hold.")
     offloaded_to_cpu_gib: float = Field(default=0.0, description="Host RAM per process that the offload takes.")
     time_estimate: str | None = Field(
@@ -174,7 +197,11 @@ class MemoryEstimate(BaseModel):
         device = "GPU" if self.target == "gpu" else "CPU RAM"
         lines = [
             f"GRPO memory per {device}: peak {self.peak_gib:.2f} GiB of {self.capacity_gib:.1f} GiB "
-            f"({'fits' if self.fits else 'does NOT fit'}; headroom {self.headroom_gib:.2f} GiB)",
+            f"({'fits' if self.fits else 'does NOT fit'}; headroom {self.headroom_gib:.2f} GiB"
+            + ("; within 5% of capacity: a close call, not counted as a fit" if self.near_capacity else "")
+            + ")",
+            f"  tensors alone {self.peak_allocated_gib:.2f} GiB; "
+            f"host RAM per node {self.host_memory_gib_per_node:.1f} GiB",
             f"  parameters {self.parameters_b:.3f}B, trainable {self.trainable_parameters_b:.4f}B",
             f"  training step {self.peak_train_gib:.2f} GiB, generation {self.peak_generate_gib:.2f} GiB"
             + (f", weight sync into vLLM {self.peak_sync_gib:.2f} GiB" if self.peak_sync_gib is not None else ""),

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skill.markdown import table_cell
 from skill.memory.components import estimate_components
-from skill.memory.schema import MemoryRequest
+from skill.memory.schema import MemoryEstimate, MemoryRequest
 from skill.models.shapes import ModelShape
 
 REPORTS_FILE = Path(__file__).with_name("published_reports.json")
@@ -85,6 +85,27 @@ def load_reports() -> tuple[PublishedReport, ...]:
     return tuple(reports)
 
 
+def figure_as_measured(estimate: MemoryEstimate, measured_as: str) -> float:
+    """The estimate in the units the report measured: torch's allocated peak (the tensors alone), torch's reserved
+    peak (the tensors and the allocator's reserve, no CUDA context), or what the card shows (all of it).
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.memory.schema import MemoryRequest
+    >>> from skill.models.shapes import SHAPES
+    >>> estimate = estimate_components(MemoryRequest(shape=SHAPES["qwen2.5-0.5b"].shape,
+    ...     hardware=HardwareSpec(gpu_model="H100"), use_vllm=False))[1]
+    >>> allocated, reserved, shown = (figure_as_measured(estimate, kind) for kind in
+    ...     ("torch allocated", "torch reserved", "nvidia-smi"))
+    >>> allocated < reserved < shown == estimate.peak_gib
+    True
+    """
+    if measured_as.startswith("torch allocated"):
+        return estimate.peak_allocated_gib
+    if measured_as.startswith("torch reserved"):
+        return estimate.peak_gib - estimate.components.overhead
+    return estimate.peak_gib
+
+
 def validate(report: PublishedReport) -> ValidationRow:
     """Our estimate for one report and whether it agrees (a report it cannot express disagrees)."""
     if report.request is None:
@@ -99,13 +120,14 @@ def validate(report: PublishedReport) -> ValidationRow:
         )
     estimate = estimate_components(report.request)[1]
     verdict = estimate.fits == report.reported_fits
+    estimated = figure_as_measured(estimate, report.measured_as)
     error = None
     if report.reported_gib:
-        error = (estimate.peak_gib - report.reported_gib) / report.reported_gib
+        error = (estimated - report.reported_gib) / report.reported_gib
     agrees = verdict and (error is None or abs(error) <= TOLERANCE)
     return ValidationRow(
         report=report,
-        estimated_gib=estimate.peak_gib,
+        estimated_gib=round(estimated, 3),
         estimated_share=estimate.peak_gib / estimate.capacity_gib,
         estimated_fits=estimate.fits,
         verdict_agrees=verdict,

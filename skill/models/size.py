@@ -1,4 +1,4 @@
-"""How big a model is: its dense decoder shape and its parameter count, from the checked table or from the model's
+"""How big a model is: its decoder shape and its parameter count, from the checked table or from the model's
 own config.json.
 
 The shape table (``shapes.KNOWN_MODELS``) is a cache of checked rows: a name there is sized with no file and no
@@ -6,12 +6,13 @@ network. Any other model is sized from its config.json, read through ``hub.local
 directory, the user's Hub cache, or config.json alone fetched from the Hub (``HF_HUB_OFFLINE``, ``HF_HOME``,
 ``HF_TOKEN`` honoured there). Its parameter count is transformers' own: the model built from that config on the
 meta device (no weights, no memory), so it is exact for every causal LM the installed transformers knows,
-mixture-of-experts included; where transformers cannot build it, the dense shape's own count stands in.
+mixture-of-experts included; where transformers cannot build it, the shape's own count stands in.
 
-The memory estimate needs more than a count: the dense decoder shape (``shapes.shape_from_config``). It is
-accepted only when its own count is within ``SHAPE_TOLERANCE`` of transformers' count, so a model the estimator's
-formulas do not describe (mixture-of-experts, a non-gated MLP as in GPT-NeoX or Phi-2) is refused with the reason
-instead of estimated wrongly; the recipe is still emitted, and a forced run skips the memory check.
+The memory estimate needs more than a count: the decoder shape (``shapes.shape_from_config``, experts and
+multi-head latent attention included). It is accepted only when its own count is within ``SHAPE_TOLERANCE`` of
+transformers' count, so a model the estimator's formulas do not describe (a non-gated MLP as in GPT-NeoX or Phi-2)
+is refused with the reason instead of estimated wrongly; the recipe is still emitted, and a forced run skips the
+memory check.
 May import: ``models.shapes``, ``models.hub``, ``errors``.
 """
 
@@ -38,7 +39,7 @@ class Sizing(NamedTuple):
 
 
 def resolve_shape(model: str) -> ModelShape:
-    """The dense decoder shape of a model named by hub id, local directory or the embedded default's id: the
+    """The decoder shape of a model named by hub id, local directory or the embedded default's id: the
     table's row, else its config.json's (see the module docstring).
 
     >>> resolve_shape("embedded:SmolLM2-135M-Instruct").hidden
@@ -51,7 +52,7 @@ def resolve_shape(model: str) -> ModelShape:
         return entry.shape
     sizing = _sizing(model)
     if sizing.shape is None:
-        refusal = sizing.refusal or SkillError("its config.json gives no dense decoder shape.")
+        refusal = sizing.refusal or SkillError("its config.json gives no decoder shape.")
         raise SkillError(f"Model {model!r}: {refusal.problem}", refusal.fix)
     return sizing.shape
 
@@ -120,9 +121,10 @@ def _sized(config_text: str) -> Sizing:
     if counted is not None and shape is not None and abs(shape.parameters() - counted) > SHAPE_TOLERANCE * counted:
         kind = (config.get("text_config") or config).get("model_type", "unnamed")
         refusal = SkillError(
-            f"transformers counts {counted / 1e9:.4g}B parameters in its config.json, the dense decoder shape the "
-            f"memory estimator reads {shape.parameters() / 1e9:.4g}B: the estimator's formulas (decoders with a "
-            f"gated MLP: Llama, Qwen, Mistral, Gemma families) do not describe model_type {kind!r}.",
+            f"transformers counts {counted / 1e9:.4g}B parameters in its config.json, the decoder shape the "
+            f"memory estimator reads {shape.parameters() / 1e9:.4g}B: the estimator's formulas (decoders with "
+            f"gated MLPs, dense or experts: Llama, Qwen, Mistral, Gemma, DeepSeek families) do not describe "
+            f"model_type {kind!r}.",
             "Send estimate_memory a shape that describes it, or send method 'full', 'lora' or 'qlora' (not 'auto') "
             "and check memory on the target; a forced run_grpo skips the memory check.",
         )
@@ -131,7 +133,7 @@ def _sized(config_text: str) -> Sizing:
         return Sizing(counted, shape, refusal)
     if shape is not None:  # transformers cannot build it here (a model_type newer than it): the shape's own count
         return Sizing(shape.parameters(), shape, None)
-    problem = refusal.problem if refusal else "it gives no dense decoder shape."
+    problem = refusal.problem if refusal else "it gives no decoder shape."
     raise SkillError(
         f"transformers cannot build this model from its config.json, and {problem[0].lower()}{problem[1:]}",
         refusal.fix if refusal else "Send model.parameters_billions.",

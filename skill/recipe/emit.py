@@ -430,7 +430,7 @@ def _emit_auto(request: RecipeRequest) -> GRPORecipe:
             raise SkillError(
                 f"method='auto' needs the model's shape to estimate memory, and {request.model.name!r} has none "
                 f"({why})",
-                "Send method 'full', 'lora' or 'qlora', or a dense decoder whose config.json can be read.",
+                "Send method 'full', 'lora' or 'qlora', or a decoder whose config.json can be read.",
             )
         if estimate["fits"]:
             recipe.reasons.append(

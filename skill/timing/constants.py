@@ -6,18 +6,65 @@ GPU peaks and bandwidths are the datasheets' (``skill.hardware.throughput``); wh
 
 from __future__ import annotations
 
+import math
+from typing import Literal, NamedTuple
+
+End = Literal["fast", "slow"]
+
+
+class Span(NamedTuple):
+    """A constant known to lie between two published figures: the fast end and the slow end of a step. The estimate
+    is computed at both ends; its point is the range's geometric middle."""
+
+    fast: float
+    slow: float
+    what: str  # how the range reads in the estimate's "largest uncertainty"
+
+    def at(self, end: End) -> float:
+        return self.fast if end == "fast" else self.slow
+
+    @property
+    def middle(self) -> float:
+        return math.sqrt(self.fast * self.slow)
+
+
 # --- Utilisation of the GPU ------------------------------------------------------------------------------------
 # Model FLOPs utilisation of a training step (model FLOPs only; recomputation is counted as extra FLOPs below).
 # Source: "The Llama 3 Herd of Models" (arXiv:2407.21783), Table 4: 38-43% BF16 MFU on H100 for well-tuned
-# large-scale training. A padded HF/TRL step is not better tuned than that, so the upper end is not assumed.
-TRAINING_MFU = 0.40
+# large-scale training; the two ends of that table are the two ends here.
+TRAINING_MFU = Span(0.43, 0.38, "training MFU 38-43%")
+# A mixture of experts trains far below a dense model's MFU (routing, all-to-all dispatch, small expert matmuls).
+# Megatron MoE Model Zoo (github.com/yanring/Megatron-MoE-ModelZoo, best_practice/Qwen3/readme.md @c1ad0b5c),
+# Qwen3-235B-A22B in BF16 on 256 H100s: 276 TFLOP/s a GPU with DeepEP and overlap, 200 with plain all-to-all,
+# of the 989 dense BF16 peak. Expert-balanced pretraining: an RL step's routing is no better.
+MOE_TRAINING_MFU = Span(0.28, 0.20, "MoE training MFU 20-28%")
 # Prefill and the compute-bound part of decode: assumed equal to TRAINING_MFU (no separate source).
 GENERATION_MFU = TRAINING_MFU
 # Memory-bandwidth utilisation of a decode iteration (weights and KV cache read once per generated token).
-# Derived from NVIDIA's NeMo Framework inference table for Llama-2-7B on one H100 80GB, batch 1, 128 input and
-# 20 output tokens: 153.8 ms, about 7.7 ms a token against 13.5 GB of bf16 weights / 3.35 TB/s = 4.0 ms: ~0.52
+# Slow end: NVIDIA's NeMo Framework inference table for Llama-2-7B on one H100 80GB, batch 1, 128 input and 20 output
+# tokens: 153.8 ms, about 7.7 ms a token against 13.5 GB of bf16 weights / 3.35 TB/s = 4.0 ms: ~0.52
 # (docs.nvidia.com/nemo-framework/user-guide/latest/performance/llama.html, "Llama-2 Results, Inference").
-DECODE_BANDWIDTH_UTILISATION = 0.52
+# Fast end: "Accelerating Generative AI with PyTorch II: GPT, Fast" (pytorch.org/blog/accelerating-generative-ai-2),
+# Llama-2-7B with CUDA graphs on an A100-80GB, batch 1: "we get 72% MBU".
+DECODE_BANDWIDTH_UTILISATION = Span(0.72, 0.52, "decode bandwidth 52-72%")
+# A decode iteration of eager PyTorch (transformers' generate: no CUDA graphs) is bound by launching its kernels
+# from the CPU, about the same time per layer whatever the model's width. Fast end: transformers' nightly benchmark,
+# google/gemma-2b (18 layers) on an A10, batch 1, fp16, plain generate: "per_token.latency.mean": 0.0192 s
+# (hf-internal-testing/benchmark_results, 2024-06-18 summary.json) = 1.07 ms a layer. Slow end: the same blog's
+# eager starting point, Llama-2-7B (32 layers) on an A100, batch 1: 25.5 tokens/s, "heavily CPU overhead bound"
+# = 1.23 ms a layer.
+EAGER_DECODE_LAYER_S = Span(1.07e-3, 1.23e-3, "eager launches 1.07-1.23 ms a layer")
+# What a vLLM decode iteration (CUDA graphs on, as TRL and Unsloth start it) costs beyond reading its weights:
+# scheduling, sampling, detokenising. vLLM PR #20059 (2025-06-29): Qwen2.5-1.5B-Instruct, median TPOT at 1 QPS
+# 5.09 ms (full CUDA graph) to 5.42 ms (piecewise), on the A100 40G the author's previous PR names; less its
+# 3.09 GB of bf16 weights read at the two bandwidth ends above (1.555 TB/s: 2.8-3.8 ms) = 1.3-2.6 ms.
+VLLM_DECODE_ITERATION_OVERHEAD_S = Span(1.3e-3, 2.6e-3, "vLLM scheduling 1.3-2.6 ms an iteration")
+# Tensor parallel decode all-reduces twice a layer (after attention and after the MLP), a few KB each: latency, not
+# bandwidth. Within a node, vLLM's and SGLang's custom all-reduce on H100 at TP 2-8 for 0.5-32 KB: 3.7-11.8 us
+# (sgl-project/sglang PR #2904's tables), so 6-12 us at TP8. Across nodes (TP larger than a node's GPUs): NCCL
+# all-reduce of 4 B-512 B over InfiniBand NDR between two 8-GPU Hopper nodes, 46.3-47.5 us (NVIDIA/nccl #1244).
+TP_ALLREDUCE_IN_NODE_S = Span(6e-6, 12e-6, "TP all-reduce 6-12 us")
+TP_ALLREDUCE_ACROSS_NODES_S = Span(46e-6, 48e-6, "TP all-reduce across nodes 46-48 us")
 
 # --- Links that move weights -----------------------------------------------------------------------------------
 # NVLink 4 (H100): 900 GB/s bidirectional per GPU, 450 GB/s each way (NVIDIA H100 datasheet). Used for every

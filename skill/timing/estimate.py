@@ -9,11 +9,13 @@ May import: ``timing.schema``, ``timing.constants``, ``timing.generation``, ``ti
 
 from __future__ import annotations
 
+import math
+
 from skill.errors import SkillError
 from skill.hardware.throughput import GPUThroughput, gpu_throughput
+from skill.models.shapes import DTYPE_BYTES
 from skill.timing import constants
 from skill.timing.generation import (
-    DTYPE_BYTES,
     VLLM_BYTES,
     cpu_generation_seconds,
     gpu_generation_seconds,
@@ -33,13 +35,15 @@ def sleep_mode_seconds_per_step(weight_bytes: float) -> float:
     return constants.SLEEP_WAKE_FIXED_S + constants.SLEEP_WAKE_S_PER_GB * weight_bytes / 1e9
 
 
-def _weight_sync_seconds(request: StepTimeRequest, gpu: GPUThroughput) -> tuple[float, list[str]]:
+def _weight_sync_seconds(
+    request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow"
+) -> tuple[float, list[str]]:
     """Weights into vLLM once per step: NCCL to a server, an in-place load when colocated (LoRA merged first),
     a ZeRO-3 / FSDP gather before either, the wake-up from sleep mode."""
     if request.generation == "transformers":
         return 0.0, []
     weights = request.shape.parameters() * VLLM_BYTES
-    seconds = weights / (gpu.hbm_tb_per_s * 1e12 * constants.DECODE_BANDWIDTH_UTILISATION)  # the load itself
+    seconds = weights / (gpu.hbm_tb_per_s * 1e12 * constants.DECODE_BANDWIDTH_UTILISATION.at(end))  # the load
     notes = []
     link = constants.NVLINK_BYTES_PER_S if request.hardware.nodes == 1 else constants.INTER_NODE_BYTES_PER_S
     link *= constants.LINK_UTILISATION
@@ -73,6 +77,19 @@ def _fixed_seconds(request: StepTimeRequest, generate_one_evaluation: float) -> 
     return seconds
 
 
+def _uncertainty(request: StepTimeRequest, part: str) -> str:
+    """The spans behind the part whose two ends lie furthest apart."""
+    if part == "training":
+        mfu = constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU
+        return f"training ({mfu.what})"
+    if part == "sync":
+        return f"sync ({constants.DECODE_BANDWIDTH_UTILISATION.what})"
+    if request.generation == "transformers":
+        return f"generation ({constants.EAGER_DECODE_LAYER_S.what})"
+    spans = (constants.DECODE_BANDWIDTH_UTILISATION, constants.VLLM_DECODE_ITERATION_OVERHEAD_S)
+    return f"generation ({', '.join(span.what for span in spans)})"
+
+
 def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[str]:
     lengths = (
         f"completion lengths from {len(request.completion_tokens)} measured completions"
@@ -86,8 +103,8 @@ def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[st
     if gpu is not None:
         notes.append(
             f"{gpu.name}: {gpu.peak_tflops:g} TFLOP/s dense, {gpu.hbm_tb_per_s:g} TB/s ({gpu.source}); "
-            f"training at {constants.TRAINING_MFU:.0%} MFU, decode at {constants.DECODE_BANDWIDTH_UTILISATION:.0%} "
-            "of the bandwidth; nothing here was measured on a GPU"
+            f"{constants.TRAINING_MFU.what}, {constants.DECODE_BANDWIDTH_UTILISATION.what} (a published figure at "
+            "each end; the point is the range's geometric middle); nothing here was measured on a GPU"
         )
     else:
         notes.append(
@@ -116,19 +133,29 @@ def estimate_step_time(request: StepTimeRequest) -> StepTimeEstimate:
         )
     assumptions = _assumptions(request, gpu)
     overhead = 0.0
-    if gpu is None:
-        generation, training, sync = cpu_generation_seconds(request), cpu_training_seconds(request), 0.0
+    if gpu is None:  # measured CPU rates: one figure, no span
+        generation = (cpu_generation_seconds(request),) * 2
+        training, sync = (cpu_training_seconds(request),) * 2, (0.0, 0.0)
         overhead = constants.CPU_TRL_STEP_OVERHEAD_S
         one_evaluation = cpu_generation_seconds(request, request.evaluation_completions or 1)
     else:
-        generation, training = gpu_generation_seconds(request, gpu), gpu_training_seconds(request, gpu)
-        sync, notes = _weight_sync_seconds(request, gpu)
-        assumptions += notes
-        one_evaluation = gpu_generation_seconds(request, gpu, request.evaluation_completions or 1)
+        ends: tuple[constants.End, constants.End] = ("fast", "slow")
+        generation = tuple(gpu_generation_seconds(request, gpu, end=end) for end in ends)
+        training = tuple(gpu_training_seconds(request, gpu, end) for end in ends)
+        sync = tuple(_weight_sync_seconds(request, gpu, end)[0] for end in ends)
+        assumptions += _weight_sync_seconds(request, gpu)[1]
+        one_evaluation = math.sqrt(
+            math.prod(gpu_generation_seconds(request, gpu, request.evaluation_completions or 1, end) for end in ends)
+        )
     fixed = _fixed_seconds(request, one_evaluation)
     steps = request.max_steps
     fixed_per_step = fixed / steps if steps else 0.0
-    per_step = generation + training + sync + overhead + fixed_per_step
+    low, high = (generation[i] + training[i] + sync[i] + overhead + fixed_per_step for i in (0, 1))
+    per_step = math.sqrt(low * high)
+    parts = {"generation": generation, "training": training, "sync": sync}
+    middle = {name: math.sqrt(fast * slow) for name, (fast, slow) in parts.items()}
+    largest = max(middle, key=lambda name: middle[name])
+    uncertain = max(parts, key=lambda name: parts[name][1] - parts[name][0])
     total = per_step * steps if steps else None
     gpus = request.hardware.total_gpus
     gpu_hours = round(total * gpus / 3600, 2) if total is not None and gpus else None
@@ -136,12 +163,16 @@ def estimate_step_time(request: StepTimeRequest) -> StepTimeEstimate:
     if request.price_per_gpu_hour is not None and gpu_hours is not None:
         cost = round(gpu_hours * request.price_per_gpu_hour, 2)
     return StepTimeEstimate(
-        generation_s=round(generation, 3),
-        training_s=round(training, 3),
-        weight_sync_s=round(sync, 3),
+        generation_s=round(middle["generation"], 3),
+        training_s=round(middle["training"], 3),
+        weight_sync_s=round(middle["sync"], 3),
         overhead_s=round(overhead, 3),
         fixed_per_step_s=round(fixed_per_step, 3),
         seconds_per_step=round(per_step, 3),
+        low_seconds_per_step=round(low, 3),
+        high_seconds_per_step=round(high, 3),
+        largest_part=f"{largest} {middle[largest] / per_step:.0%}",
+        largest_uncertainty=_uncertainty(request, uncertain) if high > low else "",
         steps=steps,
         total_s=round(total, 1) if total is not None else None,
         gpus=gpus,

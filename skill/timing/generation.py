@@ -14,28 +14,30 @@ from __future__ import annotations
 import math
 
 from skill.hardware.throughput import GPUThroughput
-from skill.models.shapes import ModelShape
+from skill.models.shapes import DTYPE_BYTES, NF4_BYTES_PER_PARAMETER, ModelShape
 from skill.timing import constants
 from skill.timing.schema import StepTimeRequest
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-VLLM_BYTES = 2  # vLLM generates in bf16/fp16 whatever the trainer's dtype
+# Bytes a decode iteration moves per weight, by how the generating engine stores it: vLLM as TRL starts it loads
+# bf16 whatever the trainer's dtype; Unsloth's fast_inference starts vLLM with bitsandbytes 4-bit weights under
+# load_in_4bit and FP8 weights under load_in_fp8 (unsloth_zoo/vllm_utils.py: quantization "bitsandbytes" /
+# "torchao"). bitsandbytes' matmul_4bit reads the 4-bit weights directly only for a single token (gemv_4bit); a
+# batch of sequences goes through MatMul4Bit, which dequantizes each weight to 16 bits and multiplies: 4-bit read,
+# 16-bit written, 16-bit read (bitsandbytes/autograd/_functions.py).
+GENERATION_WEIGHT_BYTES = {"bfloat16": 2, "fp8": 1, "bnb-4bit": NF4_BYTES_PER_PARAMETER + 2 + 2}
+VLLM_BYTES = GENERATION_WEIGHT_BYTES["bfloat16"]
+BNB_SINGLE_TOKEN_BYTES = NF4_BYTES_PER_PARAMETER  # gemv_4bit: one sequence decoding reads the 4-bit weights only
 
 
 def matmul_parameters(shape: ModelShape) -> int:
-    """Parameters a token's forward multiplies by: every projection of every layer and the LM head (the embedding
-    lookup is free).
+    """Parameters a token's forward multiplies by: every projection of every layer (of a mixture of experts, the
+    experts the token is routed to) and the LM head (the embedding lookup is free).
 
     >>> from skill.models.shapes import SHAPES
     >>> matmul_parameters(SHAPES["smollm2-135m"].shape)
     134479872
     """
-    return shape.layers * shape.linear_parameters_per_layer() + shape.vocab * shape.hidden
-
-
-def kv_bytes_per_token(shape: ModelShape, dtype_bytes: int) -> int:
-    """Key and value of one token in every layer."""
-    return 2 * shape.layers * shape.kv_dim * dtype_bytes
+    return shape.active_linear_parameters() + shape.vocab * shape.hidden
 
 
 def longest_of(request: StepTimeRequest, batch: int) -> float:
@@ -70,24 +72,61 @@ def _engines(request: StepTimeRequest) -> int:
     return max(1, gpus // request.vllm_tensor_parallel_size)
 
 
-def gpu_generation_seconds(request: StepTimeRequest, gpu: GPUThroughput, completions: int | None = None) -> float:
-    """Seconds to generate ``completions`` (default: the step's) on the request's engines, all engines in parallel."""
+def tensor_parallel_seconds(request: StepTimeRequest, end: constants.End) -> float:
+    """What one decode iteration waits on tensor parallel all-reduces: two a layer, across nodes when the engine
+    spans more GPUs than a node has.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.models.shapes import SHAPES
+    >>> request = StepTimeRequest(shape=SHAPES["qwen2.5-7b"].shape, completions_per_step=8, prompt_tokens=100,
+    ...     max_completion_length=256, hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8),
+    ...     vllm_tensor_parallel_size=8, training_processes=8)
+    >>> round(tensor_parallel_seconds(request, "slow") * 1e3, 2)  # 28 layers x 2 x 12 us
+    0.67
+    """
+    tp = request.vllm_tensor_parallel_size
+    if tp == 1 or request.generation == "transformers":
+        return 0.0
+    across = tp > request.hardware.gpus_per_node
+    latency = constants.TP_ALLREDUCE_ACROSS_NODES_S if across else constants.TP_ALLREDUCE_IN_NODE_S
+    return 2 * request.shape.layers * latency.at(end)
+
+
+def gpu_generation_seconds(
+    request: StepTimeRequest, gpu: GPUThroughput, completions: int | None = None, end: constants.End = "slow"
+) -> float:
+    """Seconds to generate ``completions`` (default: the step's) on the request's engines, all engines in parallel,
+    at the fast or the slow end of the constants' spans.
+
+    A decode iteration reads the weights and the KV cache at the bandwidth roof; vLLM (CUDA graphs) adds its
+    per-iteration scheduling; transformers' eager ``generate`` takes at least its kernel launches, layer by layer.
+    """
     shape, tp = request.shape, request.vllm_tensor_parallel_size
     vllm = request.generation != "transformers"
     engines = _engines(request) if vllm else request.training_processes
     tp = tp if vllm else 1
     per_engine = math.ceil((completions or request.completions_per_step) / engines)
-    longest, mean = longest_of(request, per_engine), mean_completion(request)
-    bandwidth = gpu.hbm_tb_per_s * 1e12 * constants.DECODE_BANDWIDTH_UTILISATION
-    compute = gpu.peak_tflops * 1e12 * constants.GENERATION_MFU
-    weights = shape.parameters() * (VLLM_BYTES if vllm else DTYPE_BYTES[request.dtype]) / tp
+    per_round = math.ceil(per_engine / request.generation_rounds)
+    longest, mean = longest_of(request, per_round), mean_completion(request)
+    bandwidth = gpu.hbm_tb_per_s * 1e12 * constants.DECODE_BANDWIDTH_UTILISATION.at(end)
+    compute = gpu.peak_tflops * 1e12 * constants.GENERATION_MFU.at(end)
+    weight_bytes = GENERATION_WEIGHT_BYTES[request.generation_weights] if vllm else DTYPE_BYTES[request.dtype]
+    if vllm and request.generation_weights == "bnb-4bit" and per_round == 1:
+        weight_bytes = BNB_SINGLE_TOKEN_BYTES
+    weights = shape.parameters() * weight_bytes / tp
     flops_per_token = 2 * matmul_parameters(shape) / tp
-    running_tokens = per_engine * (mean if vllm else longest)  # transformers keeps finished rows to the end
-    decode = max(longest * weights / bandwidth, running_tokens * flops_per_token / compute)
-    kv_reads = per_engine * (request.prompt_tokens * mean + mean * mean / 2)
-    kv = kv_reads * kv_bytes_per_token(shape, VLLM_BYTES) / tp / bandwidth
-    prefill = per_engine * request.prompt_tokens * flops_per_token / compute
-    return prefill + decode + kv
+    running_tokens = per_round * (mean if vllm else longest)  # transformers keeps finished rows to the end
+    kv_reads = per_round * (request.prompt_tokens * mean + mean * mean / 2)
+    kv = kv_reads * shape.kv_cache_bytes_per_token(VLLM_BYTES) / tp / bandwidth
+    roof = max(longest * weights / bandwidth, running_tokens * flops_per_token / compute) + kv
+    if vllm:
+        decode = roof + longest * (
+            constants.VLLM_DECODE_ITERATION_OVERHEAD_S.at(end) + tensor_parallel_seconds(request, end)
+        )
+    else:
+        decode = max(roof, longest * shape.layers * constants.EAGER_DECODE_LAYER_S.at(end))
+    prefill = per_round * request.prompt_tokens * flops_per_token / compute
+    return request.generation_rounds * (prefill + decode)
 
 
 def cpu_generation_seconds(request: StepTimeRequest, completions: int | None = None) -> float:
@@ -101,6 +140,6 @@ def cpu_generation_seconds(request: StepTimeRequest, completions: int | None = N
     roof = max(weights / constants.CPU_READ_BYTES_PER_S, batch * flops_per_token / constants.CPU_MATMUL_FLOPS)
     dispatch = constants.CPU_DECODE_ITERATION_OVERHEAD_S + shape.layers * constants.CPU_DECODE_LAYER_OVERHEAD_S
     kv_reads = batch * (request.prompt_tokens * longest + longest * longest / 2)
-    kv = kv_reads * kv_bytes_per_token(shape, DTYPE_BYTES[request.dtype]) / constants.CPU_READ_BYTES_PER_S
+    kv = kv_reads * shape.kv_cache_bytes_per_token(DTYPE_BYTES[request.dtype]) / constants.CPU_READ_BYTES_PER_S
     prefill = batch * request.prompt_tokens * flops_per_token / constants.CPU_MATMUL_FLOPS
     return prefill + longest * (roof + dispatch) + kv

@@ -43,6 +43,17 @@ class StepTimeRequest(BaseModel):
     old_logp_forward: bool = Field(default=False, description="A forward for the old log-probs (TRL with vLLM).")
     activation_checkpointing: bool = False
     generation: Generation = "vllm_colocate"
+    generation_weights: Literal["bfloat16", "fp8", "bnb-4bit"] = Field(
+        default="bfloat16",
+        description="How the vLLM engine stores the weights it decodes with: TRL starts it in bf16; Unsloth's "
+        "fast_inference in bitsandbytes 4-bit under load_in_4bit, in FP8 under load_in_fp8.",
+    )
+    generation_rounds: int = Field(
+        default=1,
+        gt=0,
+        description="Generation calls one after another per step: TRL 1.16 generates a step's completions at once; "
+        "TRL 0.14, before steps_per_generation, generated once per micro-batch (gradient_accumulation_steps calls).",
+    )
     vllm_tensor_parallel_size: int = Field(default=1, gt=0)
     vllm_server_gpus: int = Field(default=0, ge=0)
     vllm_sleep_mode: bool = False
@@ -77,7 +88,11 @@ class StepTimeEstimate(BaseModel):
     weight_sync_s: float = Field(description="Weights into vLLM (NCCL / in place / sleep-mode reload), ZeRO-3 gathers.")
     overhead_s: float = Field(default=0.0, description="Per-step work besides the model (CPU: TRL's own).")
     fixed_per_step_s: float = Field(description="Start, load, vLLM start, evaluations, checkpoints over max_steps.")
-    seconds_per_step: float
+    seconds_per_step: float = Field(description="The point: the geometric middle of the low and high ends.")
+    low_seconds_per_step: float = Field(description="Every spanned constant at its fast end.")
+    high_seconds_per_step: float = Field(description="Every spanned constant at its slow end.")
+    largest_part: str = Field(default="", description="The part that takes the most of a step, with its share.")
+    largest_uncertainty: str = Field(default="", description="The part whose ends lie furthest apart, and why.")
     steps: int | None = None
     total_s: float | None = None
     gpus: int = Field(description="GPUs billed (0 on a CPU target).")
@@ -86,16 +101,28 @@ class StepTimeEstimate(BaseModel):
     assumptions: list[str] = Field(default_factory=list)
 
     def summary(self) -> str:
-        """One line: seconds per step (by part), the run's time, GPU-hours and money when priced.
+        """One line: seconds per step with its range and largest part, by part, the run's time, GPU-hours and money
+        when priced.
 
-        >>> StepTimeEstimate(generation_s=3.0, training_s=1.5, weight_sync_s=0.1, fixed_per_step_s=0.4,
-        ...     seconds_per_step=5.0, steps=100, total_s=500.0, gpus=8, gpu_hours=1.11).summary()
-        '~5.0 s/step (generation 3.0, training 1.5, sync 0.1, fixed 0.4) x 100 steps = 8.3 min; 1.11 GPU-hours'
+        >>> estimate = StepTimeEstimate(generation_s=3.0, training_s=1.5, weight_sync_s=0.1, fixed_per_step_s=0.4,
+        ...     seconds_per_step=5.0, low_seconds_per_step=4.2, high_seconds_per_step=6.0,
+        ...     largest_part="generation 60%", largest_uncertainty="generation (decode bandwidth 52-72%)",
+        ...     steps=100, total_s=500.0, gpus=8, gpu_hours=1.11)
+        >>> print(estimate.summary())  # doctest: +NORMALIZE_WHITESPACE
+        ~5.0 s/step, 4.2-6.0 (largest: generation 60%; widest: generation (decode bandwidth 52-72%)): generation
+        3.0, training 1.5, sync 0.1, fixed 0.4 x 100 steps = 8.3 min; 1.11 GPU-hours
         """
         parts = f"generation {self.generation_s:.1f}, training {self.training_s:.1f}, sync {self.weight_sync_s:.1f}"
         if self.overhead_s:
             parts += f", TRL {self.overhead_s:.1f}"
-        line = f"~{self.seconds_per_step:.1f} s/step ({parts}, fixed {self.fixed_per_step_s:.1f})"
+        line = f"~{self.seconds_per_step:.1f} s/step"
+        notes = [f"largest: {self.largest_part}"] if self.largest_part else []
+        if self.largest_uncertainty:
+            line += f", {self.low_seconds_per_step:.1f}-{self.high_seconds_per_step:.1f}"
+            notes.append(f"widest: {self.largest_uncertainty}")
+        if notes:
+            line += f" ({'; '.join(notes)})"
+        line += f": {parts}, fixed {self.fixed_per_step_s:.1f}"
         if self.steps and self.total_s is not None:
             line += f" x {self.steps} steps = {describe_seconds(self.total_s)}"
         if self.gpu_hours is not None and self.gpus:

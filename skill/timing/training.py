@@ -54,9 +54,10 @@ def training_flops(request: StepTimeRequest) -> float:
     return request.completions_per_step * tokens_per_sequence * forward * forward_passes(request)
 
 
-def gpu_training_seconds(request: StepTimeRequest, gpu: GPUThroughput) -> float:
-    """Seconds on the training GPUs at TRAINING_MFU."""
-    rate = request.training_processes * gpu.peak_tflops * 1e12 * constants.TRAINING_MFU
+def gpu_training_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
+    """Seconds on the training GPUs at TRAINING_MFU's (a mixture of experts: MOE_TRAINING_MFU's) fast or slow end."""
+    mfu = constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU
+    rate = request.training_processes * gpu.peak_tflops * 1e12 * mfu.at(end)
     return training_flops(request) / rate
 
 

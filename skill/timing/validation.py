@@ -85,9 +85,12 @@ def validate(row: PublishedStepTime) -> StepTimeRow:
         return StepTimeRow(row=row, estimated_seconds_per_step=None, ratio=None, parts="not estimated")
     estimate = estimate_step_time(row.request)
     steady = estimate.seconds_per_step - estimate.fixed_per_step_s
+    fixed = estimate.fixed_per_step_s
+    spread = f"{estimate.low_seconds_per_step - fixed:.1f}-{estimate.high_seconds_per_step - fixed:.1f}; "
     parts = f"gen {estimate.generation_s:.1f} + train {estimate.training_s:.1f} + sync {estimate.weight_sync_s:.1f}" + (
         f" + TRL {estimate.overhead_s:.1f}" if estimate.overhead_s else ""
     )
+    parts = (spread if estimate.largest_uncertainty else "") + parts
     return StepTimeRow(
         row=row,
         estimated_seconds_per_step=round(steady, 2),

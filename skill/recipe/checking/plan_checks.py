@@ -22,7 +22,8 @@ from skill.hardware.layout import Sharding
 from skill.hardware.specs import KNOWN_GPUS, HardwareSpec
 from skill.memory.estimate import estimate_memory
 from skill.memory.gather import gathers_whole_model
-from skill.memory.schema import ALLOCATOR_SLACK, DTYPE_BYTES, GIB, MemoryEstimate
+from skill.memory.schema import ALLOCATOR_SLACK, GIB, MemoryEstimate
+from skill.models.shapes import DTYPE_BYTES
 from skill.recipe.deciding.memory_request import memory_request
 from skill.recipe.launching.launch_commands import starts_vllm_server, uses_vllm_server
 from skill.recipe.schema import GRPORecipe, RecipeReason

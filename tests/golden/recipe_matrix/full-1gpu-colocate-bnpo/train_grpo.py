@@ -88,7 +88,7 @@ def main() -> None:
         use_bias_correction_kl=True,  # TRL 1.16's default, stated: with beta > 0 the KL term is multiplied by the importance ratio, so its gradient is the unbiased reverse-KL gradient (DeepSeek-V3.2, arXiv:2512.02556); inert at beta 0
         use_cpu=False,  # GPU target
         use_vllm=True,  # vLLM generation is several times faster than transformers
-        vllm_enable_sleep_mode=False,  # colocated vLLM stays awake: the estimate fits awake (60.5 of 79.6 GiB), so no step pays sleep mode's re-allocation
+        vllm_enable_sleep_mode=False,  # colocated vLLM stays awake: the estimate fits awake (60.4 of 79.6 GiB), so no step pays sleep mode's re-allocation
         vllm_gpu_memory_utilization=0.3,  # colocated vLLM takes 30% of the GPU, leaving 70% for training
         vllm_importance_sampling_clip_max=2.0,  # truncate each ratio at 2 (the TIS authors' C, Yao et al. 2025): bounds the variance a rare mismatched token adds and keeps every token in the loss
         vllm_importance_sampling_correction=True,  # vLLM samples with bf16 weights and its own kernels while the trainer recomputes log-probs with fp32 master weights under autocast, so the samples are slightly off-policy; TRL reweights each by exp(trainer - vLLM log-prob) (grpo_trainer.py, _generate_and_score_completions)
