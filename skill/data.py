@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skill.errors import SkillError
-from skill.hub_errors import hub_failure
+from skill.hub_errors import hub_failure, hub_unreachable, offline_hub, unreachable_failure
 from skill.state import state_dir
 
 LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -292,17 +292,29 @@ def within_prompt_budget(dataset: Any, tokenizer: Any, budget: int) -> Any:
     return dataset if len(keep) == len(dataset) else dataset.select(keep)
 
 
-def _read(spec: DatasetSpec) -> Any:
-    """A local file or a hub dataset as a ``datasets.Dataset``; every failure is a SkillError saying what to send."""
+def refuse_unreadable_file(spec: DatasetSpec) -> None:
+    """Refuse a dataset named as a data file that is not there (or a file of another kind), before any work.
+
+    >>> refuse_unreadable_file(DatasetSpec(name="openai/gsm8k"))  # a Hub id: read when needed
+    >>> refuse_unreadable_file(DatasetSpec(name="/nonexistent/rows.jsonl"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    skill.errors.SkillError: Dataset '/nonexistent/rows.jsonl' is not a readable .jsonl/.json/.csv/.parquet file. ...
+    """
+    if spec.name in BUILTIN_DATASETS:
+        return
     path = Path(spec.name)
     local_format = LOCAL_FORMATS.get(path.suffix)
-    missing_file = local_format is not None and not path.is_file()
-    other_file = local_format is None and path.is_file()
-    if missing_file or other_file:
+    if (local_format is not None and not path.is_file()) or (local_format is None and path.is_file()):
         raise SkillError(
             f"Dataset {spec.name!r} is not a readable .jsonl/.json/.csv/.parquet file.",
             f"Send the path of an existing file, a Hugging Face dataset id, or {ADDITION_DATASET_ID!r}.",
         )
+
+
+def _read(spec: DatasetSpec) -> Any:
+    """A local file or a hub dataset as a ``datasets.Dataset``; every failure is a SkillError saying what to send."""
+    refuse_unreadable_file(spec)
+    local_format = LOCAL_FORMATS.get(Path(spec.name).suffix)
     if local_format is not None and spec.config is not None:
         raise SkillError(
             f"Dataset {spec.name!r} is a local file and has no config {spec.config!r}.",
@@ -317,9 +329,16 @@ def _read(spec: DatasetSpec) -> Any:
 def _load_dataset(name: str, *args: Any, **kwargs: Any) -> Any:
     from datasets import load_dataset
 
+    # A Hub id with no network: read the cache at once rather than let each request retry for tens of seconds.
+    unreachable = "data_files" not in kwargs and not Path(name).is_dir() and hub_unreachable()
     try:
+        if unreachable:
+            with offline_hub():
+                return load_dataset(*args, **kwargs)
         return load_dataset(*args, **kwargs)
     except Exception as exc:  # network, gated, unknown id or config, bad format: each said in words
+        if unreachable:
+            raise unreachable_failure(name, "dataset") from None
         if "data_files" in kwargs or Path(name).is_dir():
             raise SkillError(
                 f"Cannot load dataset {name!r}: {exc}", "Send a readable .jsonl/.json/.csv/.parquet file."

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -234,10 +235,9 @@ def test_data_or_tokenizer_that_cannot_be_had_keeps_the_default_and_says_why(tmp
     )
 
 
-def test_a_hub_dataset_in_the_local_cache_is_read_without_the_network(tmp_path, monkeypatch):
+def cache_gsm8k_sample(tmp_path: Path) -> Path:
     """datasets keeps a downloaded hub dataset as Arrow under ``<cache>/<namespace>___<name>/<config>/<version>/
-    <hash>/``; datasets' own json builder writes the sample there (under the hub name) and, with HF_HUB_OFFLINE
-    set as a user sets it, the loader and emit read it from there: datasets' own offline path, no switch of ours."""
+    <hash>/``; datasets' own json builder writes the sample there (under the hub name). Returns the cache."""
     from datasets.data_files import DataFilesDict
     from datasets.packaged_modules.json.json import Json
 
@@ -250,6 +250,13 @@ def test_a_hub_dataset_in_the_local_cache_is_read_without_the_network(tmp_path, 
     hub_layout = tmp_path / "cache" / "datasets" / "openai___gsm8k" / "main" / "0.0.0"
     hub_layout.mkdir(parents=True)
     built.rename(hub_layout / "0a1b2c3d")
+    return tmp_path / "cache"
+
+
+def test_a_hub_dataset_in_the_local_cache_is_read_without_the_network(tmp_path, monkeypatch):
+    """With HF_HUB_OFFLINE set as a user sets it, the loader and emit read the cached dataset: datasets' own
+    offline path, no switch of ours."""
+    cache_gsm8k_sample(tmp_path)
     offline(monkeypatch, tmp_path / "cache")
     spec = GSM8K.model_copy(update={"name": "openai/gsm8k", "config": "main"})
     assert [row["answer"] for row in load_rows(spec)] == ["72", "10", "5", "42", "624"]
@@ -257,3 +264,24 @@ def test_a_hub_dataset_in_the_local_cache_is_read_without_the_network(tmp_path, 
     with pytest.raises(SkillError) as refused:
         load_rows(spec.model_copy(update={"config": "socratic"}))
     assert "'openai/gsm8k'" in str(refused.value), str(refused.value)
+
+
+def test_an_unreachable_hub_fails_fast_and_a_cached_dataset_still_loads(tmp_path, monkeypatch):
+    """No network and HF_HUB_OFFLINE unset (a laptop on a plane): one connection attempt decides, the cache answers
+    at once, and a dataset it lacks is one message, not tens of seconds of retries."""
+    import datasets
+    from huggingface_hub import constants
+
+    cache = cache_gsm8k_sample(tmp_path)
+    for module in (datasets.config, constants):
+        monkeypatch.setattr(module, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache / "hub"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(cache / "datasets"))
+    spec = GSM8K.model_copy(update={"name": "openai/gsm8k", "config": "main"})
+    started = time.perf_counter()
+    assert [row["answer"] for row in load_rows(spec)] == ["72", "10", "5", "42", "624"]
+    with pytest.raises(SkillError, match=r"Cannot reach the Hugging Face Hub \(http://127.0.0.1:9\) to fetch dataset"):
+        load_rows(DatasetSpec(name="acme/not-cached"))
+    assert time.perf_counter() - started < 15  # huggingface_hub's own retries took 24 s for the second alone
+    assert (constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE) == (False, False)  # the switch is undone

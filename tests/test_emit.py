@@ -29,6 +29,14 @@ def request(**changes) -> RecipeRequest:
     return RecipeRequest(**fields)
 
 
+def test_a_dataset_file_that_is_not_there_is_refused_before_any_work(tmp_path):
+    missing = tmp_path / "rows.jsonl"
+    for method in ("full", "auto"):
+        with pytest.raises(SkillError, match="is not a readable .jsonl/.json/.csv/.parquet file") as refused:
+            emit_grpo_config(request(method=method, dataset=DatasetSpec(name=str(missing))))
+        assert "Send the path of an existing file" in refused.value.fix
+
+
 def test_seed_defaults_on_one_gpu():
     recipe = emit_grpo_config(request())
     trl = recipe.trl

@@ -231,6 +231,35 @@ def test_answer_in_reasoning_blocks_a_reward_reading_the_hidden_answer_not_one_r
     assert "hack_answer_in_reasoning" in {f.code for f in loose.flags if f.severity == "blocking"}
 
 
+def test_restating_the_question_is_caught_in_a_verifier_that_evaluates_and_refused_by_math(tmp_path, monkeypatch):
+    """'The number is just 2 + 14.' for 'What is 2 + 14?': a verifier that evaluates the final expression pays it
+    (a blocking hack flag); the library's math reward scores it 0 and shows what it read."""
+    module = tmp_path / "evaluating_readers.py"
+    module.write_text(
+        "import re\n"
+        "def evaluates(prompts, completions, answer, **kwargs):\n"
+        "    out = []\n"
+        "    for c, a in zip(completions, answer):\n"
+        "        c = c[0]['content'] if isinstance(c, list) else c\n"
+        "        tail = c.split('</think>')[-1]\n"
+        "        tagged = re.findall(r'<answer>(.*?)</answer>', tail, re.S)\n"
+        "        text = tagged[-1] if tagged else tail\n"
+        "        found = re.findall(r'\\d+(?:\\s*\\+\\s*\\d+)*', text)\n"
+        "        value = sum(int(n) for n in re.findall(r'\\d+', found[-1])) if found else None\n"
+        "        out.append(1.0 if value == int(a) else 0.0)\n"
+        "    return out\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("GRPO_RLVR_REWARD_PATHS", str(tmp_path))
+    loose = inspect([SOUND[0], RewardSpec(name="evaluating_readers:evaluates", role="correctness")])
+    restated = [p for p in loose.probe_results if p.probe == "restated_question" and p.reward == "evaluates"]
+    assert restated and restated[0].hacked
+    assert "hack_restated_question" in {f.code for f in loose.flags if f.severity == "blocking"}
+    strict = inspect([SOUND[0], RewardSpec(name="math", role="correctness")])
+    assert not [p for p in strict.probe_results if p.probe == "restated_question" and p.hacked]
+    assert all(sample.extracted.get("math") is not None for sample in strict.samples if sample.completion)
+
+
 def test_sample_count_limits():
     with pytest.raises(SkillError, match="at least 50"):
         inspect(SOUND, tagged_samples(48))

@@ -115,7 +115,7 @@ def test_tools_list_fits_an_agents_context_and_each_definition_is_documented_onc
     assert len(listed.model_dump_json(by_alias=True, exclude_none=True)) <= TOOLS_LIST_CHARACTERS
     wire = {tool.name: tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in listed.tools}
     text = json.dumps(wire)
-    assert text.count("A reward from the project's registry") == 1, "RewardSpec's descriptions are published once"
+    assert text.count("A library reward (e.g.") == 1, "RewardSpec's descriptions are published once"
     assert '"title"' not in json.dumps([tool["inputSchema"] for tool in wire.values()])
     for spec in TOOL_SPECS:
         published = wire[spec.name]["inputSchema"]

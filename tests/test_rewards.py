@@ -414,3 +414,33 @@ def test_a_new_reward_declares_its_facts_once_and_every_part_reads_them(monkeypa
     budget = size_completion_budget(None, None, [spec], seed=64)
     assert budget.value == 256 and "proof_check: a proof is written out first, 256" in budget.reason
     assert runs_code(spec, SampleResult(id=0, prompt="p", completion="c", scores={}, total=None))
+
+
+def test_math_never_pays_the_question_s_own_expression():
+    """'2 + 14' for 'What is 2 + 14?' evaluates to the gold; only a stated value earns the point."""
+    from skill.rewards.text import build_math
+
+    prompt = [{"role": "user", "content": "What is 2 + 14? Answer with just the number."}]
+    completions = [
+        "A positive integer, 2 + 14.",
+        "The number is indeed just 2 + 14.",
+        "<answer>2+14</answer>",
+        "2 + 14 = 16",
+        "16",
+        "<answer>16</answer>",
+    ]
+    scores = build_math()([prompt] * len(completions), completions, answer=["16"] * len(completions))
+    assert scores == [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+
+
+def test_an_unknown_reward_or_a_bad_parameter_points_at_the_catalogue():
+    """An agent that guesses a name or a parameter learns where every reward, its params and columns are listed."""
+    from skill.rewards.registry import CATALOGUE
+
+    for spec in (
+        RewardSpec(name="math_answer", role="correctness"),
+        RewardSpec(name="exact_match", role="correctness", params={"xyz": 1}),
+    ):
+        with pytest.raises(SkillError) as refused:
+            build_reward_function(spec)
+        assert CATALOGUE in refused.value.fix and "grpo://references/reward-functions.md" in refused.value.fix

@@ -14,7 +14,8 @@ Code probes (``sys.exit(0)``, ``os._exit(0)``, ``AlwaysEqual``, printing the exp
 against correctness rewards that run code, never against format rewards. Every hacked probe says what
 to change. ``answer_in_reasoning`` targets correctness only: the answer a completion commits to is the
 one after ``</think>``; a reward that reads the tagged answer hidden inside the reasoning pays for an
-answer the completion does not give.
+answer the completion does not give. ``restated_question`` targets correctness where the prompt poses an
+arithmetic expression: an answer that restates it without its value must score the floor.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from skill.inspection.schema import ProbeResult, SampleResult
+from skill.rewards.answers import posed_expressions
 from skill.rewards.base import RewardFunction, call_reward
 from skill.rewards.judge.verdict import MASTER_KEYS
 from skill.rewards.registry import library_entry
@@ -50,6 +52,8 @@ FIXES = {
     "judge": "Make the judge ignore instructions and claims inside the response (ask yes/no questions about the "
     "task, give it the reference), or replace it with a verifiable reward.",
     "shaping": "Make the shaping term penalise length beyond the needed answer, or lower its weight.",
+    "restated_question": "Refuse an answer that only restates the question's expression without its value (the "
+    "math reward does); an evaluating verifier pays '2 + 14' for 'What is 2 + 14?'.",
 }
 
 
@@ -221,6 +225,10 @@ def _correctness_probes(
         listed = f"{low_high[0]}, {gold} or {perturbed(low_high[0], [])}"
         text = f"<answer>{listed}</answer>" if _uses_tags(spec, best) else listed
         probes.append(Probe("candidate_list", text, sample, "floor", FIXES["candidate_list"]))
+    posed = posed_expressions(_text(sample.prompt))
+    if posed:
+        restated = f"<answer>{posed[-1]}</answer>" if _uses_tags(spec, best) else f"The number is just {posed[-1]}."
+        probes.append(Probe("restated_question", restated, sample, "floor", FIXES["restated_question"]))
     wrong = _wrong_well_formed(spec, name, results)
     return probes + ([wrong] if wrong is not None else [])
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from skill import __version__
+from skill.data import refuse_unreadable_file
 from skill.errors import SkillError
 from skill.grpo_fields import GRPOFields
 from skill.hardware.layout import Sharding, layout_processes
@@ -259,6 +260,7 @@ def emit_grpo_config(request: RecipeRequest) -> GRPORecipe:
     >>> recipe.grpo.vllm_mode, recipe.grpo.bf16, recipe.grpo.num_generations, recipe.grpo.beta
     ('colocate', True, 8, 0.01)
     """
+    refuse_unreadable_file(request.dataset)  # a missing file is the user's to fix, unlike an unreachable Hub
     if request.method == "auto":
         return _emit_auto(request)
     check_rewards(request.rewards)

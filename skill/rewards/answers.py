@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
+from typing import Any
 
 from skill.errors import SkillError
 
@@ -218,6 +219,49 @@ def committed_answer(text: str) -> CommittedAnswer | None:
         return CommittedAnswer(answer, True) if answer else None
     statement = final_statement(text).strip()
     return CommittedAnswer(statement, False) if statement else None
+
+
+# An arithmetic expression a prompt may pose: numbers joined by operators ("2 + 14", "3 x 4 - 1", "12/4").
+_EXPRESSION = re.compile(r"\d+(?:\.\d+)?(?:\s*[-+*/×÷^x]\s*\d+(?:\.\d+)?)+")
+
+
+def prompt_text(prompt: Any) -> str:
+    """A prompt as text: the string, or the contents of its chat messages joined.
+
+    >>> prompt_text([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 14?"}])
+    'Be brief.\\nWhat is 2 + 14?'
+    """
+    if isinstance(prompt, list):
+        return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict))
+    return "" if prompt is None else str(prompt)
+
+
+def posed_expressions(prompt: str) -> list[str]:
+    """The arithmetic expressions a prompt poses, as written.
+
+    >>> posed_expressions("What is 2 + 14? Then 3 x 4.")
+    ['2 + 14', '3 x 4']
+    """
+    return _EXPRESSION.findall(prompt)
+
+
+def restates_prompt_expression(answer: str, prompt: str) -> bool:
+    """Whether an answer ends on an arithmetic expression the prompt already poses, without its value: "2 + 14"
+    or "The number is just 2 + 14." for "What is 2 + 14?" (a verifier that evaluates expressions would pay it),
+    not "2 + 14 = 16".
+
+    >>> prompt = "What is 2 + 14?"
+    >>> [restates_prompt_expression(a, prompt) for a in ("2 + 14", "The number is just 2+14.", "2 + 14 = 16", "16")]
+    [True, True, False, False]
+    """
+    posed = {re.sub(r"\s+", "", match) for match in posed_expressions(prompt)}
+    if not posed:
+        return False
+    written = _EXPRESSION.findall(answer)
+    if not written or re.sub(r"\s+", "", written[-1]) not in posed:
+        return False
+    tail = answer[answer.rindex(written[-1]) + len(written[-1]) :]
+    return not _DIGIT.search(tail)  # nothing after it states a value
 
 
 def last_number(text: str) -> str | None:

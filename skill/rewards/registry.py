@@ -45,6 +45,8 @@ from skill.rewards.trl_inputs import TRL_ALWAYS_PASSES, TRL_WITHHELD_COLUMNS, ch
 ALLOWED_MODULES_ENV = "GRPO_RLVR_REWARD_MODULES"
 ALLOWED_PATHS_ENV = "GRPO_RLVR_REWARD_PATHS"
 PROJECT_REWARD_PACKAGE = "skill.rewards"
+# Where a caller reads every library reward, its params, the columns it reads and an example (scripts/generate.py).
+CATALOGUE = "references/reward-functions.md, served as grpo://references/reward-functions.md"
 
 
 @dataclass(frozen=True)
@@ -287,7 +289,8 @@ def registered_reward(spec: RewardSpec) -> RegisteredReward:
     if spec.name not in registry:
         raise SkillError(
             f"Reward {spec.name!r} is not in the registry.",
-            f"Send one of: {', '.join(sorted(registry))}; or a user function 'module:function'.",
+            f"Send one of: {', '.join(sorted(registry))} (each with its params, the columns it reads and an example: "
+            f"{CATALOGUE}); or a user function 'module:function'.",
         )
     entry = registry[spec.name]
     if spec.role not in entry.roles:
@@ -328,7 +331,8 @@ def build_reward_function(
         function = entry.build(**spec.params)
     except TypeError as exc:
         raise SkillError(
-            f"Bad params for reward {spec.name!r}: {exc}.", f"Its params: {entry.describe_params()}."
+            f"Bad params for reward {spec.name!r}: {exc}.",
+            f"Its params: {entry.describe_params()} (with examples: {CATALOGUE}).",
         ) from None
     function.__name__ = function.__qualname__ = spec.name
     function.rebuild = (rebuild_reward, (spec.model_dump(),))

@@ -27,7 +27,9 @@ from skill.rewards.answers import (
     lists_candidates,
     normalise_answer,
     numbers_equal,
+    prompt_text,
     read_number,
+    restates_prompt_expression,
 )
 from skill.rewards.base import RewardFunction
 from skill.rewards.math_workers import math_equal
@@ -154,22 +156,28 @@ def _as_latex(answer: str) -> str:
     return answer if delimited else f"${answer}$"
 
 
-def math_answer_correct(completion: str, gold: str, timeout_s: float = 5.0) -> bool:
+def math_answer_correct(completion: str, gold: str, timeout_s: float = 5.0, prompt: str = "") -> bool:
     """Whether the answer the completion commits to is the gold one.
 
     The tagged answer (``<answer>``, ``\\boxed{}``, ``####``) when there is one, else the final statement.
     A list of candidates never counts unless the gold is a list too, nor does a tagged answer longer than
-    ``MAX_ANSWER_CHARS``; two plain numbers are compared exactly here; anything else goes to math-verify
+    ``MAX_ANSWER_CHARS``, nor an answer that ends on an expression the prompt poses without its value ("2 + 14"
+    for "What is 2 + 14?"); two plain numbers are compared exactly here; anything else goes to math-verify
     (TimeoutError past ``timeout_s`` of verification).
 
     >>> math_answer_correct("<answer>18</answer>", "18"), math_answer_correct("It is 18.0", "18")
     (True, True)
     >>> math_answer_correct("Final answer: 18 or 19", "18"), math_answer_correct("\\\\boxed{\\\\sqrt{4}}", "2")
     (False, True)
+    >>> math_answer_correct("It is just 2 + 14.", "16", prompt="What is 2 + 14?"), math_answer_correct(
+    ...     "2 + 14 = 16", "16", prompt="What is 2 + 14?")
+    (False, True)
     """
     gold = gold.rsplit("####", 1)[1].strip() if "####" in gold else gold.strip()
     answer = committed_answer(completion)
     if answer is None or not gold or (answer.tagged and len(answer.text) > MAX_ANSWER_CHARS):
+        return False
+    if restates_prompt_expression(answer.text, prompt):
         return False
     if lists_candidates(answer.text) and not lists_candidates(gold):
         return False
@@ -189,7 +197,8 @@ class MathScore:
     def __call__(self, text: str, row: dict[str, Any]) -> float:
         if self.answer_column not in row:
             raise KeyError(f"dataset column {self.answer_column!r} missing")
-        return 1.0 if math_answer_correct(text, str(row[self.answer_column]), self.timeout_s) else 0.0
+        prompt = prompt_text(row.get("prompt"))
+        return 1.0 if math_answer_correct(text, str(row[self.answer_column]), self.timeout_s, prompt) else 0.0
 
 
 @register("math", roles=("correctness",), reads="answer", reasoning="a math answer is worked out before it is given")
@@ -206,9 +215,11 @@ def build_math(
     exactly in-process ("18.0", "$1,250", "3/4"); expressions go to math-verify.
 
     Resists: listing candidates ("17, 18 or 19", "\\boxed{17} or \\boxed{18}") scores 0.0 unless the gold is
-    itself a list. Hanging the trainer: math-verify's own timeouts use ``signal.alarm``, which fails off the
-    main thread, so they are off and a warm worker process is killed past ``timeout_s`` of verification (a
-    timeout is a failure, None, counted in failure_rate, not a zero; only that worker is replaced).
+    itself a list. Restating the question: an answer that ends on an expression the prompt poses ("2 + 14" for
+    "What is 2 + 14?") scores 0.0, while "2 + 14 = 16" still scores 1.0. Hanging the trainer: math-verify's own
+    timeouts use ``signal.alarm``, which fails off the main thread, so they are off and a warm worker process is
+    killed past ``timeout_s`` of verification (a timeout is a failure, None, counted in failure_rate, not a zero;
+    only that worker is replaced).
 
     >>> completions = ["so the answer is $\\\\boxed{\\\\frac{1}{2}}$", "$\\\\boxed{3}$", "<answer>0.5</answer>"]
     >>> build_math()(["", "", ""], completions, answer=["0.5", "0.5", "$\\\\frac{1}{2}$"])
@@ -216,4 +227,16 @@ def build_math(
     """
     if timeout_s <= 0:
         raise SkillError(f"math timeout_s must be positive, got {timeout_s}.", "Send seconds, e.g. 5.0.")
-    return RewardFunction("math", score=MathScore(answer_column, timeout_s), doc=build_math.__doc__ or "")
+    reward = RewardFunction("math", score=MathScore(answer_column, timeout_s), doc=build_math.__doc__ or "")
+    reward.extract = committed_text  # type: ignore[attr-defined]  # what the reveal shows it read
+    return reward
+
+
+def committed_text(completion: str) -> str | None:
+    """The answer the math reward reads: the committed answer's text, None when there is none.
+
+    >>> committed_text("so <answer>18</answer>"), committed_text("It is 16."), committed_text("")
+    ('18', 'It is 16.', None)
+    """
+    answer = committed_answer(completion)
+    return answer.text if answer else None
