@@ -138,7 +138,8 @@ async def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision
     """Decide whether a task should use GRPO at all. Call it first.
 
     Send `signal`; to measure, a `verifier` and a `probe` of 50+ samples (prompts x n). It decides when 95%
-    intervals clear the boundaries, else `sample-more`; the route holds for what it measured (`measured_on`).
+    intervals clear the boundaries, else `sample-more`; the route holds for what it measured (`measured_on`). A
+    verifier reading answers in under 20% of samples decides nothing; the error names a mode that reads.
 
     Returns route, reasons, evidence and `id`.
 

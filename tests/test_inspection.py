@@ -260,6 +260,19 @@ def test_restating_the_question_is_caught_in_a_verifier_that_evaluates_and_refus
     assert all(sample.extracted.get("math") is not None for sample in strict.samples if sample.completion)
 
 
+def test_a_correctness_reward_that_reads_almost_nothing_blocks_and_names_the_mode_that_reads():
+    """Bare-number answers read through <answer> tags: every score is 0 for the wrong reason."""
+    samples = [
+        sample.model_copy(update={"completion": sample.completion.split("<answer>")[-1].replace("</answer>", "")})
+        for sample in tagged_samples()
+    ]
+    report = inspect([RewardSpec(name="exact_match", role="correctness", params={"extract": "answer_tag"})], samples)
+    assert report.stats["exact_match"].read_share == 0.0
+    flag = next(f for f in report.flags if f.code == "reads_too_little")
+    assert flag.severity == "blocking" and "found an answer in 0% of 60" in flag.message
+    assert "Send params.extract 'last_number' (it reads 100% of the same completions)" in flag.fix
+
+
 def test_sample_count_limits():
     with pytest.raises(SkillError, match="at least 50"):
         inspect(SOUND, tagged_samples(48))

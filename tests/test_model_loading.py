@@ -26,7 +26,7 @@ from skill.state import state_dir
 try:
     decision = route_check(RouteRequest(
         signal="exact_answer",
-        verifier=RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"}),
+        verifier=RewardSpec(name="exact_match", role="correctness", params={"extract": "whole"}),
         probe=ProbeSpec(model="acme/tiny-llama", dataset={"name": %r, "prompt_template": "{question}",
                         "answer_column": "answer", "answer_extractor": "gsm8k"}, num_prompts=5, n=10,
                         max_new_tokens=4),

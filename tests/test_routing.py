@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -236,7 +237,10 @@ def test_smollm2_on_the_arithmetic_task_routes_to_grpo_and_its_lengths_size_the_
 
 
 @pytest.mark.slow
-def test_smollm2_asked_for_answer_tags_routes_to_sft():
+def test_a_verifier_that_reads_nothing_decides_no_route_and_names_the_mode_that_reads():
+    """SmolLM2 asked for <answer> tags mostly answers without them: a verifier reading tags would score its right
+    answers 0 and send it to SFT. The probe refuses instead, naming the extract mode that reads the most of the
+    same completions."""
     from skill.data import addition_rows
 
     tagged = []
@@ -245,15 +249,16 @@ def test_smollm2_asked_for_answer_tags_routes_to_sft():
             "Answer with just the number.", "Put the answer inside <answer></answer> tags."
         )
         tagged.append({"prompt": [{"role": "user", "content": question}], "answer": row["answer"]})
-    decision = route_check(
-        RouteRequest(
-            signal="exact_answer",
-            verifier=RewardSpec(name="exact_match", role="correctness", params={"extract": "answer_tag"}),
-            probe=ProbeSpec(rows=tagged, max_new_tokens=24),
+    with pytest.raises(SkillError, match=r"exact_match \(extract 'answer_tag'\) found an answer in \d+% of \d+ ") as no:
+        route_check(
+            RouteRequest(
+                signal="exact_answer",
+                verifier=RewardSpec(name="exact_match", role="correctness", params={"extract": "answer_tag"}),
+                probe=ProbeSpec(rows=tagged, max_new_tokens=24),
+            )
         )
-    )
-    assert decision.route == "lora-qlora-recipes", decision.evidence
-    assert decision.evidence.temperatures == [1.0, 0.2]
+    assert "No route was decided" in no.value.problem
+    assert re.search(r"Send params.extract '(last_number|boxed)' \(it reads \d+% of the same", no.value.fix)
 
 
 def test_emit_records_the_route_and_refuses_a_route_elsewhere():

@@ -1,14 +1,15 @@
 """What the statistics say: per-reward distributions, and the flags a reader must look at.
 
 A flag blocks the gate only where training would optimise a wrong target, and every blocking flag says
-what to change: a correctness (or judge) reward that is constant or fails on many samples, weights that
+what to change: a correctness (or judge) reward that is constant, fails on many samples or finds an answer in
+under 20% of them (``rewards.reading``), weights that
 rank well-formed-but-wrong above correct-but-malformed (or let shaping outweigh correctness), and a
 hack probe the rewards pay for. A format reward that gives every sample the same score is information
 (a format gap, or a format the base model already follows), not a block; a correctness reward alone,
 without a format reward, is not a block either.
 
 Owns: ``reward_stats``, ``reward_flags``, ``set_flags``, ``hack_flags``. May import:
-``inspection.schema``, ``rewards`` (composite, spec).
+``inspection.schema``, ``rewards`` (composite, reading, spec).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 
 from skill.inspection.schema import Flag, ProbeResult, RewardStats, SampleResult
 from skill.rewards.composite import check_composite
+from skill.rewards.reading import reads_too_little
 from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 
 
@@ -51,6 +53,11 @@ def reward_stats(name: str, results: list[SampleResult], seconds: float) -> Rewa
         length_correlation=_pearson([float(len(r.completion)) for r, _ in scored], values),
         zero_variance_groups=(sum(len(v) == 1 for v in groups.values()) / len(groups)) if groups else None,
         seconds=round(seconds, 4),
+        read_share=(
+            sum(r.extracted[name] is not None for r in results) / len(results)
+            if results and all(name in r.extracted for r in results)
+            else None
+        ),
     )
 
 
@@ -115,6 +122,11 @@ def reward_flags(spec: RewardSpec, name: str, s: RewardStats, results: list[Samp
         )
     if spec.role in CORRECTNESS_ROLES:
         flags += _correctness_flags(name, s)
+        unread = reads_too_little(spec, s.read_share, [r.completion for r in results])
+        if unread is not None:
+            flags.append(
+                Flag(code="reads_too_little", severity="blocking", reward=name, message=unread[0], fix=unread[1])
+            )
     return flags
 
 

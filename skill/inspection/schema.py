@@ -104,6 +104,9 @@ class RewardStats(BaseModel):
     length_correlation: float | None = Field(description="Pearson r between the score and the completion's length.")
     zero_variance_groups: float | None = Field(description="Share of prompt groups where this reward is constant.")
     seconds: float
+    read_share: float | None = Field(
+        default=None, description="Share of the samples it found an answer in (None: it does not show what it reads)."
+    )
 
 
 class Flag(BaseModel):

@@ -392,7 +392,9 @@ def _attach_memory_estimate(recipe: GRPORecipe) -> None:
     except SkillError as exc:
         recipe.provenance.validation.append(f"Memory not estimated: {exc.problem}")
         return
-    recipe.provenance.memory_estimate = estimate.model_dump(mode="json")
+    # The recipe's own time line (provenance.time_estimate: its probe, its price) is the one; the memory request's
+    # would be a second, different answer in the same recipe.
+    recipe.provenance.memory_estimate = estimate.model_dump(mode="json", exclude={"time_estimate"})
     verdict = "fits" if estimate.fits else "does NOT fit"
     line = f"Memory: peak {estimate.peak_gib:.1f} GiB of {estimate.capacity_gib:.1f} GiB per device: {verdict}."
     if not estimate.fits:

@@ -5,7 +5,8 @@ Owns: ``spec`` (RewardSpec), ``registry`` (names to builders; user functions fro
 ``composite`` (the format + correctness weight rule), ``fingerprint`` (what decides a reward's scores, hashed
 without importing it: the gate's and a route's binding), ``trl_inputs`` (what TRL passes a reward besides its
 completions), ``answers`` (the number a completion commits to, and equal answers), ``math_workers``
-(math-verify in warm workers with a time limit) and the library: ``text``, ``structured``, ``length``,
+(math-verify in warm workers with a time limit), ``reading`` (the share of completions a reward finds an answer
+in) and the library: ``text``, ``structured``, ``length``,
 ``code/`` (unit tests in a sandbox) and ``judge/`` (rubric judge). May import: ``skill.errors``,
 ``skill.models`` (the judge's model).
 """

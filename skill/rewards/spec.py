@@ -37,8 +37,8 @@ class RewardSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
     name: str = Field(
-        description="A library reward (e.g. 'format', 'exact_match', 'math', 'unit_tests'; each with its params, "
-        "columns and an example: grpo://references/reward-functions.md) or a user 'module:function'."
+        description="A library reward (e.g. 'format', 'exact_match', 'math', 'unit_tests'; params, columns and "
+        "examples: grpo://references/reward-functions.md) or a user 'module:function'."
     )
     role: RewardRole = Field(
         description="format: structure only; correctness: the verifiable pass/fail signal; shaping: small "

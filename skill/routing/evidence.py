@@ -30,6 +30,9 @@ class RouteEvidence(BaseModel):
     sampled_with: SampledWith | None = Field(
         default=None, description="The engine, its version, device and seed, and the model revision sampled."
     )
+    verifier_read_share: float | None = Field(
+        default=None, description="Share of the completions the verifier found an answer in (None: not shown)."
+    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -17,6 +17,7 @@ from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.rewards.base import call_reward
+from skill.rewards.reading import read_share, reads_too_little
 from skill.rewards.registry import build_reward_function
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import MIN_SAMPLES, RouteEvidence, probe_evidence
@@ -171,6 +172,7 @@ def run_probe(
         sampled = sample_completions(probe.model, prompts, settings, progress, should_stop, probe.engine)
         groups = sampled.groups
         scores = score_groups(verifier, rows, groups, probe)
+        share = refuse_a_verifier_reading_too_little(verifier, [c for g in groups for c in g.completions])
         successes = [sum(score >= probe.success_threshold for score in group) for group in scores]
         temperatures.append(temperature)
         samples.extend(
@@ -193,4 +195,15 @@ def run_probe(
     seconds = time.perf_counter() - started
     evidence = probe_evidence(successes, probe.n, probe.k, temperatures, seconds)
     evidence.sampled_with = sampled.sampled_with
+    evidence.verifier_read_share = share
     return evidence, samples, rows
+
+
+def refuse_a_verifier_reading_too_little(verifier: RewardSpec, completions: list[Any]) -> float | None:
+    """The share of completions the verifier read an answer in; a refusal, before any route, when it is under
+    ``MIN_READ_SHARE`` (its zeros would send a model that answers in another form to SFT)."""
+    share = read_share(build_reward_function(verifier), completions)
+    refusal = reads_too_little(verifier, share, completions)
+    if refusal is not None:
+        raise SkillError(refusal[0] + " No route was decided.", refusal[1])
+    return share

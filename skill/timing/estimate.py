@@ -78,16 +78,15 @@ def _fixed_seconds(request: StepTimeRequest, generate_one_evaluation: float) -> 
 
 
 def _uncertainty(request: StepTimeRequest, part: str) -> str:
-    """The spans behind the part whose two ends lie furthest apart."""
+    """The spanned constants behind the part whose two ends lie furthest apart."""
     if part == "training":
-        mfu = constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU
-        return f"training ({mfu.what})"
+        return (constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU).what
     if part == "sync":
-        return f"sync ({constants.DECODE_BANDWIDTH_UTILISATION.what})"
+        return f"sync at {constants.DECODE_BANDWIDTH_UTILISATION.what}"
     if request.generation == "transformers":
-        return f"generation ({constants.EAGER_DECODE_LAYER_S.what})"
+        return constants.EAGER_DECODE_LAYER_S.what
     spans = (constants.DECODE_BANDWIDTH_UTILISATION, constants.VLLM_DECODE_ITERATION_OVERHEAD_S)
-    return f"generation ({', '.join(span.what for span in spans)})"
+    return ", ".join(span.what for span in spans)
 
 
 def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[str]:

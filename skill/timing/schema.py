@@ -92,7 +92,9 @@ class StepTimeEstimate(BaseModel):
     low_seconds_per_step: float = Field(description="Every spanned constant at its fast end.")
     high_seconds_per_step: float = Field(description="Every spanned constant at its slow end.")
     largest_part: str = Field(default="", description="The part that takes the most of a step, with its share.")
-    largest_uncertainty: str = Field(default="", description="The part whose ends lie furthest apart, and why.")
+    largest_uncertainty: str = Field(
+        default="", description="The spanned constants behind the part whose ends lie furthest apart."
+    )
     steps: int | None = None
     total_s: float | None = None
     gpus: int = Field(description="GPUs billed (0 on a CPU target).")
@@ -106,11 +108,11 @@ class StepTimeEstimate(BaseModel):
 
         >>> estimate = StepTimeEstimate(generation_s=3.0, training_s=1.5, weight_sync_s=0.1, fixed_per_step_s=0.4,
         ...     seconds_per_step=5.0, low_seconds_per_step=4.2, high_seconds_per_step=6.0,
-        ...     largest_part="generation 60%", largest_uncertainty="generation (decode bandwidth 52-72%)",
+        ...     largest_part="generation 60%", largest_uncertainty="decode bandwidth 52-72%",
         ...     steps=100, total_s=500.0, gpus=8, gpu_hours=1.11)
         >>> print(estimate.summary())  # doctest: +NORMALIZE_WHITESPACE
-        ~5.0 s/step, 4.2-6.0 (largest: generation 60%; widest: generation (decode bandwidth 52-72%)): generation
-        3.0, training 1.5, sync 0.1, fixed 0.4 x 100 steps = 8.3 min; 1.11 GPU-hours
+        ~5.0 s/step, 4.2-6.0 (largest: generation 60%; widest: decode bandwidth 52-72%): generation 3.0, training
+        1.5, sync 0.1, fixed 0.4 x 100 steps = 8.3 min; 1.11 GPU-hours
         """
         parts = f"generation {self.generation_s:.1f}, training {self.training_s:.1f}, sync {self.weight_sync_s:.1f}"
         if self.overhead_s:
