@@ -11,6 +11,7 @@ import pytest
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.deciding.completion_budget import (
+    CUT_AT_MOST,
     REASONING_FLOOR,
     check_budget_override,
     reference_answer_tokens,
@@ -42,10 +43,10 @@ def lengths(budget: int, finished: list[int], cut: int, passing: list[int] = ())
 @pytest.mark.parametrize(
     ("probe", "references", "rewards", "budget", "says"),
     [
-        # 24 of 64 cut at 32: 16 would cut more than half, 32 cuts 38%.
-        (lengths(32, [10] * 20 + [20] * 20, 24), None, [EXACT], 32, "32 cuts 38%"),
-        # Exactly half cut at 16 is allowed: "most" is more than half.
-        (lengths(16, [8] * 32, 32), None, [EXACT], 16, "16 cuts 50%"),
+        # 6 of 64 cut at 32 (under one in ten): 16 would cut 69%, 32 cuts 9%.
+        (lengths(32, [10] * 20 + [20] * 38, 6), None, [EXACT], 32, "32 cuts 9%"),
+        # 24 of 64 cut at its own 32 (a budget that cut 38% trained a run clipping most): twice it, probe again.
+        (lengths(32, [10] * 20 + [20] * 20, 24), None, [EXACT], 64, "raised to at least twice that, 64"),
         # Most cut at the probe's own budget: raised to twice it, unmeasured there.
         (lengths(16, [8] * 31, 33), None, [EXACT], 32, "raised to at least twice that, 32"),
         # The passing completions need room: 1.5 x their p90 of 40 tokens.
@@ -63,8 +64,8 @@ def test_the_budget_rule_on_boundary_cases(probe, references, rewards, budget, s
     assert sized.value == budget, sized.reason
     assert says in sized.reason
     if probe is not None and sized.value <= probe.budget:
-        assert probe.truncated_at(sized.value) <= 0.5
-    assert bool(sized.warnings) == (probe is not None and probe.truncated > len(probe.tokens) / 2)
+        assert probe.truncated_at(sized.value) <= CUT_AT_MOST
+    assert bool(sized.warnings) == (probe is not None and probe.truncated > CUT_AT_MOST * len(probe.tokens))
 
 
 def test_an_override_that_cuts_most_probe_completions_is_refused_and_one_above_the_probe_is_kept():

@@ -75,7 +75,7 @@ def test_every_field_a_recipe_states_is_seeded_or_set_by_a_decision():
             hardware=HardwareSpec(gpu_model="H100"),
             method="full",
             rewards=[RewardSpec(name="exact_match", role="correctness")],
-            dataset=DatasetSpec(name="addition.jsonl", columns=["answer"]),
+            dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
             max_steps=10,
         )
     )

@@ -576,3 +576,16 @@ def test_gsm8k_problems_with_the_embedded_model_are_never_routed_to_grpo_on_thin
     assert "95% interval" in decision.reasons[0] and "samples" in decision.reasons[0]
     if decision.route == "sample-more":
         assert decision.next_step.startswith(f"Probe again with num_prompts={decision.decisive_num_prompts} at n=10")
+
+
+def test_a_probe_that_cut_most_completions_decides_only_provisionally(tiny_model_dir):
+    """The tiny model never stops within 8 tokens: the route stands, provisional, with the budget to probe at."""
+    decision = probe(tiny_model_dir, "pass", "fail", "coin", "coin", "coin", "fail", "fail", n=8)
+    lengths = decision.completion_lengths
+    assert lengths.truncated == len(lengths.tokens) and decision.provisional
+    assert any("cut at 8 tokens: a cut completion has no answer" in warning for warning in decision.warnings)
+    assert decision.next_step.endswith(
+        "probe again with max_new_tokens=16 (100% of the probe's completions were cut at 8 tokens)."
+    )
+    # Every pass counts, cut ones at the budget: it passed within it.
+    assert lengths.passing_tokens == [8] * sum(decision.evidence.per_prompt_successes) != []

@@ -136,3 +136,22 @@ def test_validation_table_is_cited_and_summarised():
     summary = validation_summary()
     assert summary["median_absolute_error"] >= 0 and summary["within_2x"].endswith(f"/{len(published)}")
     assert summary["cpu_within_30_percent"], summary["cpu_errors"]
+
+
+def test_the_time_line_compares_hardware_per_1000_completions():
+    """One GPU trains on 32 completions a step and eight on 256: per step they differ, per 1,000 completions the
+    line says which is cheaper."""
+    one = estimate_step_time(
+        _request(
+            hardware=HardwareSpec(gpu_model="H100"),
+            completions_per_step=32,
+            training_processes=1,
+            price_per_gpu_hour=2.0,
+        )
+    )
+    eight = estimate_step_time(_request(completions_per_step=256, price_per_gpu_hour=2.0))
+    for estimate in (one, eight):
+        per = 1000 / (estimate.completions_per_step * estimate.steps)
+        line = estimate.summary()
+        assert f"{estimate.completions_per_step} completions a step, per 1,000: " in line
+        assert line.endswith(f", {estimate.cost * per:,.2f}")

@@ -38,7 +38,7 @@ def cpu_recipe(model_dir, max_steps=1, **changes):
             hardware=HardwareSpec(accelerator="cpu"),
             method="full",
             rewards=REWARDS,
-            dataset=DatasetSpec(name="addition.jsonl", columns=["answer"]),
+            dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
             overrides=SMALL,
             max_steps=max_steps,
             **changes,

@@ -28,7 +28,7 @@ def gpu_recipe(model: str, method: str, gpus: int = 1, gpu: str = "H100", **chan
             hardware=HardwareSpec(gpu_model=gpu, gpus_per_node=gpus),
             method=method,
             rewards=[RewardSpec(name="exact_match", role="correctness")],
-            dataset=DatasetSpec(name="addition.jsonl", columns=["answer"]),
+            dataset=DatasetSpec(name="embedded:addition", columns=["answer"]),
             **changes,
         )
     )

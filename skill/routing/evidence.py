@@ -82,8 +82,8 @@ class CompletionLengths(BaseModel):
     tokens: list[int] = Field(description="Every completion's length, shortest first.")
     truncated: int = Field(description="Completions cut at the budget, unfinished.")
     passing_tokens: list[int] = Field(
-        description="The lengths of the completions that passed and finished, shortest first (one cut at the budget "
-        "that passed needed no more room)."
+        description="The lengths of every completion that passed, shortest first (one cut at the budget counted at "
+        "it: it passed within it)."
     )
 
     def describe(self) -> str:
@@ -117,14 +117,12 @@ def measure_lengths(
     >>> samples = [{"tokens": 4, "truncated": False, "score": 1.0, "temperature": 1.0},
     ...            {"tokens": 8, "truncated": True, "score": 1.0, "temperature": 1.0}]
     >>> measure_lengths(samples, 8, 1.0, 1.0).passing_tokens
-    [4]
+    [4, 8]
     """
     hot = [sample for sample in samples if sample["temperature"] == temperature]
     return CompletionLengths(
         budget=budget,
         tokens=sorted(sample["tokens"] for sample in hot),
         truncated=sum(sample["truncated"] for sample in hot),
-        passing_tokens=sorted(
-            sample["tokens"] for sample in hot if sample["score"] >= threshold and not sample["truncated"]
-        ),
+        passing_tokens=sorted(sample["tokens"] for sample in hot if sample["score"] >= threshold),
     )

@@ -62,6 +62,7 @@ VERIFIABLE: tuple[str, ...] = ("unit_tests", "parser_schema", "tool_call_schema"
 Route = Literal[
     "grpo", "lora-qlora-recipes", "preference-optimization", "eval-harness-first", "not-worth-rl", "sample-more"
 ]
+MOST_CUT = 0.5  # a probe that cut more than this share of its completions decides no route for good
 NEXT_STEP = {  # by route, for measured evidence
     "grpo": "Inspect the rewards on these samples (inspect_rewards with route_decision_id), then emit the config.",
     "lora-qlora-recipes": "Fine-tune on demonstrations first (SFT), then probe again: come back when the model "
@@ -95,8 +96,8 @@ class RouteDecision(BaseModel):
     id: str
     route: Route
     provisional: bool = Field(
-        description="True when the evidence cannot decide yet: nothing measured or declared, or 'sample-more' (an "
-        "interval straddles a boundary)."
+        description="True when the evidence cannot decide yet: nothing measured or declared, 'sample-more' (an "
+        "interval straddles a boundary), or most of the probe's completions cut at its budget."
     )
     basis: Literal["signal", "unmeasured", "declared", "measured"] = Field(
         description="What decided: the feedback kind alone, nothing yet, a pass rate you declared (not checked "
@@ -208,7 +209,8 @@ def route_for_recipe(route_id: str, model: str, dataset: str, rewards: list[Rewa
         )
     if decision.measured_on is not None:
         check_recipe_subject(route_id, decision.measured_on, model, dataset, rewards, decision.learnable_dataset)
-    line = f"Route {route_id}: grpo" + (" (provisional: the base model was not probed)" if decision.provisional else "")
+    why = "the base model was not probed" if decision.basis == "unmeasured" else "most of the probe was cut"
+    line = f"Route {route_id}: grpo" + (f" (provisional: {why})" if decision.provisional else "")
     if decision.evidence is not None and decision.pass_at_1_interval and decision.learnable_fraction_interval:
         (a, b), (c, d) = decision.pass_at_1_interval, decision.learnable_fraction_interval
         line += (
@@ -346,7 +348,20 @@ def _probed_decision(
         prompts = decision.decisive_num_prompts = verdict.prompts_to_decide(probe.n)
         estimate = estimate_from(*measured, (prompts, probe.n, probe.max_new_tokens)) if prompts else None
         decision.next_step = sample_more_step(prompts, probe.n, estimate)
+    _provisional_when_cut(decision, probe.max_new_tokens)
     return decision, samples, rows
+
+
+def _provisional_when_cut(decision: RouteDecision, budget: int) -> None:
+    """A probe that cut most completions at its budget measured the budget, not the model (a cut completion has
+    no answer): its route is provisional, with the budget to probe again at."""
+    lengths = decision.completion_lengths
+    if lengths is None or not lengths.tokens or lengths.truncated / len(lengths.tokens) <= MOST_CUT:
+        return
+    cut = f"{lengths.truncated / len(lengths.tokens):.0%} of the probe's completions were cut at {budget} tokens"
+    decision.provisional = True
+    decision.warnings.append(f"{cut}: a cut completion has no answer, so this route is provisional.")
+    decision.next_step += f" Before acting on this route, probe again with max_new_tokens={2 * budget} ({cut})."
 
 
 def _rounded(interval: tuple[float, float]) -> tuple[float, float]:

@@ -102,8 +102,8 @@ def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[st
     if gpu is not None:
         notes.append(
             f"{gpu.name}: {gpu.peak_tflops:g} TFLOP/s dense, {gpu.hbm_tb_per_s:g} TB/s ({gpu.source}); "
-            f"{constants.TRAINING_MFU.what}, {constants.DECODE_BANDWIDTH_UTILISATION.what} (a published figure at "
-            "each end; the point is the range's geometric middle); nothing here was measured on a GPU"
+            f"{_uncertainty(request, 'training')}, {constants.DECODE_BANDWIDTH_UTILISATION.what} (a published "
+            "figure at each end; the point is the range's geometric middle); nothing here was measured on a GPU"
         )
     else:
         notes.append(
@@ -172,6 +172,7 @@ def estimate_step_time(request: StepTimeRequest) -> StepTimeEstimate:
         high_seconds_per_step=round(high, 3),
         largest_part=f"{largest} {middle[largest] / per_step:.0%}",
         largest_uncertainty=_uncertainty(request, uncertain) if high > low else "",
+        completions_per_step=request.completions_per_step,
         steps=steps,
         total_s=round(total, 1) if total is not None else None,
         gpus=gpus,

@@ -95,6 +95,7 @@ class StepTimeEstimate(BaseModel):
     largest_uncertainty: str = Field(
         default="", description="The spanned constants behind the part whose ends lie furthest apart."
     )
+    completions_per_step: int = Field(default=0, description="Completions a step generates and trains on.")
     steps: int | None = None
     total_s: float | None = None
     gpus: int = Field(description="GPUs billed (0 on a CPU target).")
@@ -104,15 +105,17 @@ class StepTimeEstimate(BaseModel):
 
     def summary(self) -> str:
         """One line: seconds per step with its range and largest part, by part, the run's time, GPU-hours and money
-        when priced.
+        when priced, and the same per 1,000 completions, which compares hardware that trains on different numbers
+        of completions a step.
 
         >>> estimate = StepTimeEstimate(generation_s=3.0, training_s=1.5, weight_sync_s=0.1, fixed_per_step_s=0.4,
         ...     seconds_per_step=5.0, low_seconds_per_step=4.2, high_seconds_per_step=6.0,
-        ...     largest_part="generation 60%", largest_uncertainty="decode bandwidth 52-72%",
-        ...     steps=100, total_s=500.0, gpus=8, gpu_hours=1.11)
+        ...     largest_part="generation 60%", largest_uncertainty="decode bandwidth 52-72%", completions_per_step=256,
+        ...     steps=100, total_s=500.0, gpus=8, gpu_hours=1.11, cost=2.22)
         >>> print(estimate.summary())  # doctest: +NORMALIZE_WHITESPACE
         ~5.0 s/step, 4.2-6.0 (largest: generation 60%; widest: decode bandwidth 52-72%): generation 3.0, training
-        1.5, sync 0.1, fixed 0.4 x 100 steps = 8.3 min; 1.11 GPU-hours
+        1.5, sync 0.1, fixed 0.4 x 100 steps = 8.3 min; 1.11 GPU-hours; 2.22 at the price sent; 256 completions a
+        step, per 1,000: 20 s, 0.0434 GPU-hours, 0.09
         """
         parts = f"generation {self.generation_s:.1f}, training {self.training_s:.1f}, sync {self.weight_sync_s:.1f}"
         if self.overhead_s:
@@ -131,6 +134,15 @@ class StepTimeEstimate(BaseModel):
             line += f"; {self.gpu_hours:.3g} GPU-hours"
         if self.cost is not None:
             line += f"; {self.cost:,.2f} at the price sent"
+        if self.completions_per_step and self.steps and self.total_s is not None:
+            per = 1000 / (self.completions_per_step * self.steps)  # of the run, start-up included
+            line += (
+                f"; {self.completions_per_step} completions a step, per 1,000: {describe_seconds(self.total_s * per)}"
+            )
+            if self.gpu_hours is not None and self.gpus:
+                line += f", {self.gpu_hours * per:.3g} GPU-hours"
+            if self.cost is not None:
+                line += f", {self.cost * per:,.2f}"
         return line
 
 

@@ -1,15 +1,15 @@
 """max_completion_length from the task: the probe's completion lengths, the reference answers, the reward's kind.
 
 The budget is the largest of what the evidence asks for, rounded up to a multiple of STEP:
-- it cuts at most half of the probe's completions; when the probe cut more than
-  half at its own budget, how long they run is unknown, so the budget is at least twice the probe's and the
-  recipe says to probe again there;
+- it cuts at most one in ten (CUT_AT_MOST) of the probe's completions; when the probe cut more than that at its
+  own budget, how long they run is unknown, so the budget is at least twice the probe's and the recipe says to
+  probe again there;
 - it leaves HEADROOM x the p90 length of the probe's passing completions and of the reference answers (a worked
   solution in the answer column is about as long as an answer that passes);
 - a reward that checks a worked result (one registered with ``reasoning``) gets at least REASONING_FLOOR;
 - without a probe the model's own lengths are unknown: the seed's value is the least it gets.
-An override the probe shows cutting more than half of its completions is refused. A CPU target is slow at long
-budgets: that is a warning with the cost, never a reason to cut the budget.
+An override the probe shows cutting more than half of its completions (REFUSED_ABOVE) is refused. A CPU target is
+slow at long budgets: that is a warning with the cost, never a reason to cut the budget.
 
 May import: ``skill.data``, ``skill.errors``, ``skill.recipe.deciding.prompts``, ``skill.rewards.spec``,
 ``skill.routing.evidence``.
@@ -29,7 +29,11 @@ from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import CompletionLengths
 
 STEP = 16
-MOST = 0.5  # a budget may cut at most this share of the probe's completions
+# A cut completion has no answer and scores like a wrong one: a budget that cut a third of the probe (the 0.5
+# this replaced allowed it) trained a run that then clipped 54-62% of its completions. One in ten is the most a
+# sized budget may cut; an explicit override is refused only past half, where most rewards judge cut-off text.
+CUT_AT_MOST = 0.1
+REFUSED_ABOVE = 0.5
 HEADROOM = 1.5  # over the p90 of passing completions and reference answers: training may lengthen them
 # TRL's own default max_completion_length (GRPOConfig, 1.16) and the seed's: room for a short worked solution.
 REASONING_FLOOR = 256
@@ -73,11 +77,11 @@ def reference_answer_tokens(dataset: DatasetSpec, model: str) -> list[int] | Non
 
 
 def _from_probe(probe: CompletionLengths) -> tuple[list[tuple[int, str]], list[str]]:
-    """What the probe asks for: the shortest budget (a multiple of STEP, or its own) that cuts at most half of its
-    completions, or twice its own when it cut more; and room for the completions that passed."""
+    """What the probe asks for: the shortest budget (a multiple of STEP, or its own) that cuts at most CUT_AT_MOST
+    of its completions, or twice its own when it cut more; and room for the completions that passed."""
     count, cut = len(probe.tokens), probe.truncated / len(probe.tokens)
     seen = f"the probe cut {cut:.0%} of its {count} completions at {probe.budget} tokens"
-    if cut > MOST:
+    if cut > CUT_AT_MOST:
         raised = 2 * probe.budget
         warning = (
             f"max_completion_length: {seen}, so how many finish within the recipe's budget is unmeasured: probe "
@@ -85,7 +89,7 @@ def _from_probe(probe: CompletionLengths) -> tuple[list[tuple[int, str]], list[s
         )
         return [(raised, f"{seen}: raised to at least twice that, {raised}")], [warning]
     candidates = [*range(STEP, probe.budget, STEP), probe.budget]
-    need = next(budget for budget in candidates if (probe.truncated_at(budget) or 0.0) <= MOST)
+    need = next(budget for budget in candidates if (probe.truncated_at(budget) or 0.0) <= CUT_AT_MOST)
     asks = [(need, f"{seen}: {need} cuts {probe.truncated_at(need):.0%}, {need}")]
     if probe.passing_tokens:
         p90 = percentile(probe.passing_tokens, 0.9)
@@ -101,11 +105,14 @@ def size_completion_budget(
 
     >>> exact = RewardSpec(name="exact_match", role="correctness")
     >>> math_reward = RewardSpec(name="math", role="correctness")
-    >>> probe = CompletionLengths(budget=32, tokens=[4] * 40 + [32] * 24, truncated=24, passing_tokens=[4] * 10)
+    >>> probe = CompletionLengths(budget=32, tokens=[4] * 60 + [32] * 4, truncated=4, passing_tokens=[4] * 10)
     >>> print(size_completion_budget(probe, [2] * 100, [exact], 256).reason)  # doctest: +NORMALIZE_WHITESPACE
-    sized from the task, the largest of: the probe cut 38% of its 64 completions at 32 tokens: 16 cuts 38%, 16;
+    sized from the task, the largest of: the probe cut 6% of its 64 completions at 32 tokens: 16 cuts 6%, 16;
     the p90 of the 10 that passed is 4: x1.5, 6; the reference answers' p90 is 2 tokens (100 read): x1.5, 3;
     rounded up to a multiple of 16 = 16
+    >>> third = CompletionLengths(budget=32, tokens=[4] * 40 + [32] * 24, truncated=24, passing_tokens=[4] * 10)
+    >>> size_completion_budget(third, None, [exact], 256).value  # cut 38% at its own budget: twice it, probe again
+    64
     >>> [size_completion_budget(None, [2] * 100, [reward], 256).value for reward in (math_reward, exact)]
     [256, 256]
     >>> cut = CompletionLengths(budget=16, tokens=[16] * 64, truncated=64, passing_tokens=[])
@@ -143,7 +150,7 @@ def check_budget_override(value: object, probe: CompletionLengths | None, sized:
     if probe is None or not probe.tokens or not isinstance(value, int) or isinstance(value, bool) or value < 1:
         return  # not a budget at all: the field check names what it must be
     cut = probe.truncated_at(value)
-    if cut is not None and cut > MOST:
+    if cut is not None and cut > REFUSED_ABOVE:
         raise SkillError(
             f"max_completion_length={value} would cut {cut:.0%} of the route's probe completions ({len(probe.tokens)} "
             f"sampled at up to {probe.budget} tokens): the rewards would judge cut-off text.",
