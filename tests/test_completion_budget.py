@@ -43,14 +43,20 @@ def lengths(budget: int, finished: list[int], cut: int, passing: list[int] = ())
 @pytest.mark.parametrize(
     ("probe", "references", "rewards", "budget", "says"),
     [
-        # 6 of 64 cut at 32 (under one in ten): 16 would cut 69%, 32 cuts 9%.
-        (lengths(32, [10] * 20 + [20] * 38, 6), None, [EXACT], 32, "32 cuts 9%"),
+        # 14 of 64 cut at 32 (under a quarter): 16 would cut 44%, 32 cuts 22%.
+        (lengths(32, [10] * 36 + [20] * 14, 14), None, [EXACT], 32, "32 cuts 22%"),
         # 24 of 64 cut at its own 32 (a budget that cut 38% trained a run clipping most): twice it, probe again.
         (lengths(32, [10] * 20 + [20] * 20, 24), None, [EXACT], 64, "raised to at least twice that, 64"),
         # Most cut at the probe's own budget: raised to twice it, unmeasured there.
         (lengths(16, [8] * 31, 33), None, [EXACT], 32, "raised to at least twice that, 32"),
         # The passing completions need room: 1.5 x their p90 of 40 tokens.
-        (lengths(64, [8] * 60, 4, passing=[40] * 10), None, [EXACT], 64, "the p90 of the 10 that passed is 40"),
+        (
+            lengths(64, [8] * 60, 4, passing=[40] * 10),
+            None,
+            [EXACT],
+            64,
+            "the p90 of the 10 that passed and finished is 40",
+        ),
         # Reference solutions of 150 tokens ask for 225 -> 240.
         (lengths(64, [8] * 64, 0), [150] * 50, [EXACT], 240, "reference answers' p90 is 150"),
         # A math reward never gets less than the floor, whatever the probe says.

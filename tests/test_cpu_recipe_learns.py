@@ -34,6 +34,7 @@ from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest
+from skill.recipe.deciding.completion_budget import CUT_AT_MOST
 from skill.recipe.deciding.evaluation_plan import EvaluationPlan
 from skill.recipe.deciding.field_rules import cpu_short_run_values
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
@@ -56,12 +57,12 @@ CORRECTNESS = "rewards/exact_match/mean"
 
 
 def route_and_accept_unread() -> RouteDecision:
-    """The flow's first steps: the default probe (8 prompts x 8 x 32 tokens) routes the task and measures the
-    model's completion lengths, which size the recipe's budget; the gate opens only on an inspection, and this
-    test is about learning, so it reads the route's samples and accepts the rewards unread, stamped."""
-    decision = route_check(
-        RouteRequest(signal="exact_answer", verifier=REWARDS[1], probe=ProbeSpec(dataset=ADDITION_DATASET_ID))
-    )
+    """The flow's first steps: a probe (8 prompts x 8, to 64 tokens: at the default 32 it cuts more than a quarter,
+    and the recipe would say to probe again at 64) routes the task and measures the model's completion lengths,
+    which size the recipe's budget; the gate opens only on an inspection, and this test is about learning, so it
+    reads the route's samples and accepts the rewards unread, stamped."""
+    probe = ProbeSpec(dataset=ADDITION_DATASET_ID, max_new_tokens=64)
+    decision = route_check(RouteRequest(signal="exact_answer", verifier=REWARDS[1], probe=probe))
     assert decision.route == "grpo", decision.reasons
     report = inspect_rewards(InspectionRequest(rewards=REWARDS, route_decision_id=decision.id))
     review = ReviewRequest(
@@ -115,7 +116,7 @@ def test_the_emitted_cpu_recipe_lifts_held_out_pass_at_1_within_fifteen_steps():
     )
     budget = recipe.trl["max_completion_length"]
     cut = decision.completion_lengths.truncated_at(budget)  # None above the probe's budget: unmeasured there
-    assert cut is not None and cut <= 0.5, (budget, decision.completion_lengths)
+    assert cut is not None and cut <= CUT_AT_MOST, (budget, decision.completion_lengths)
     assert not [
         reason.field for reason in recipe.reasons if reason.source == "override" and reason.field != "max_steps"
     ]

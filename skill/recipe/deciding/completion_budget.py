@@ -1,7 +1,7 @@
 """max_completion_length from the task: the probe's completion lengths, the reference answers, the reward's kind.
 
 The budget is the largest of what the evidence asks for, rounded up to a multiple of STEP:
-- it cuts at most one in ten (CUT_AT_MOST) of the probe's completions; when the probe cut more than that at its
+- it cuts at most a quarter (CUT_AT_MOST) of the probe's completions; when the probe cut more than that at its
   own budget, how long they run is unknown, so the budget is at least twice the probe's and the recipe says to
   probe again there;
 - it leaves HEADROOM x the p90 length of the probe's passing completions and of the reference answers (a worked
@@ -29,10 +29,11 @@ from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import CompletionLengths
 
 STEP = 16
-# A cut completion has no answer and scores like a wrong one: a budget that cut a third of the probe (the 0.5
-# this replaced allowed it) trained a run that then clipped 54-62% of its completions. One in ten is the most a
-# sized budget may cut; an explicit override is refused only past half, where most rewards judge cut-off text.
-CUT_AT_MOST = 0.1
+# A cut completion has no answer and scores like a wrong one: a budget that cut 39% of the probe (the 0.5 this
+# replaced allowed it) trained a run that then clipped 54-62% of its completions. A quarter is the most a sized
+# budget may cut: a small model that sometimes never stops keeps a share cut at any budget, and raising the budget
+# for it only costs. An explicit override is refused only past half, where most rewards judge cut-off text.
+CUT_AT_MOST = 0.25
 REFUSED_ABOVE = 0.5
 HEADROOM = 1.5  # over the p90 of passing completions and reference answers: training may lengthen them
 # TRL's own default max_completion_length (GRPOConfig, 1.16) and the seed's: room for a short worked solution.
@@ -91,10 +92,12 @@ def _from_probe(probe: CompletionLengths) -> tuple[list[tuple[int, str]], list[s
     candidates = [*range(STEP, probe.budget, STEP), probe.budget]
     need = next(budget for budget in candidates if (probe.truncated_at(budget) or 0.0) <= CUT_AT_MOST)
     asks = [(need, f"{seen}: {need} cuts {probe.truncated_at(need):.0%}, {need}")]
-    if probe.passing_tokens:
-        p90 = percentile(probe.passing_tokens, 0.9)
+    # Room for the passes that finished: one cut at the budget passed within it and asks for no more.
+    finished = [length for length in probe.passing_tokens if length < probe.budget]
+    if finished:
+        p90 = percentile(finished, 0.9)
         room = math.ceil(HEADROOM * p90)
-        asks.append((room, f"the p90 of the {len(probe.passing_tokens)} that passed is {p90}: x{HEADROOM}, {room}"))
+        asks.append((room, f"the p90 of the {len(finished)} that passed and finished is {p90}: x{HEADROOM}, {room}"))
     return asks, []
 
 
@@ -108,8 +111,8 @@ def size_completion_budget(
     >>> probe = CompletionLengths(budget=32, tokens=[4] * 60 + [32] * 4, truncated=4, passing_tokens=[4] * 10)
     >>> print(size_completion_budget(probe, [2] * 100, [exact], 256).reason)  # doctest: +NORMALIZE_WHITESPACE
     sized from the task, the largest of: the probe cut 6% of its 64 completions at 32 tokens: 16 cuts 6%, 16;
-    the p90 of the 10 that passed is 4: x1.5, 6; the reference answers' p90 is 2 tokens (100 read): x1.5, 3;
-    rounded up to a multiple of 16 = 16
+    the p90 of the 10 that passed and finished is 4: x1.5, 6; the reference answers' p90 is 2 tokens (100 read):
+    x1.5, 3; rounded up to a multiple of 16 = 16
     >>> third = CompletionLengths(budget=32, tokens=[4] * 40 + [32] * 24, truncated=24, passing_tokens=[4] * 10)
     >>> size_completion_budget(third, None, [exact], 256).value  # cut 38% at its own budget: twice it, probe again
     64
