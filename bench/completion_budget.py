@@ -1,6 +1,6 @@
 """The completion budget against completions its probe never saw (skill.recipe.deciding.completion_budget).
 
-The rule promises a budget that cuts at most one in ten of the probe's completions (``CUT_AT_MOST``), or twice the
+The rule promises a budget that cuts at most a quarter of the probe's completions (``CUT_AT_MOST``), or twice the
 probe's own budget with a note to probe again when the probe cut more. Whether that holds beyond the probe is
 measured here: the budget is sized from a probe of the embedded model exactly as emit_grpo_config sizes it, then
 fresh completions (another seed, other prompts where the data has them) are sampled to twice the budget, and the

@@ -237,7 +237,7 @@ def _completion_budget_lines(outcome: dict) -> list[str]:
     lines += [
         "`bench/completion_budget.py`: the budget emit_grpo_config sizes from a probe of the embedded model, read on "
         "fresh completions sampled to twice it (another seed; other prompts where the data has them). The rule "
-        "cuts at most one in ten of the probe; where the probe cut more at its own budget the recipe takes twice "
+        "cuts at most a quarter of the probe; where the probe cut more at its own budget the recipe takes twice "
         "it and says to probe again there, so the fresh share past the sized budget is what that probe left unknown.",
         "",
         *_bench_module("completion_budget").markdown(r),

@@ -165,7 +165,7 @@ def _route(correctness: RewardSpec, say: Callable[[str], None], progress: Progre
         RouteRequest(
             signal="exact_answer",
             verifier=correctness,
-            probe=ProbeSpec(dataset=ADDITION_DATASET_ID, num_prompts=16, max_new_tokens=64),
+            probe=ProbeSpec(dataset=ADDITION_DATASET_ID, num_prompts=16, max_new_tokens=32),
         ),
         progress=progress,
     )
