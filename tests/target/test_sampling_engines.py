@@ -36,6 +36,7 @@ from skill.sampling.schema import SamplingEngine
 START_TIMEOUT_S = 420  # vLLM's engine start on a busy 2-core runner
 GSM8K = Path(__file__).resolve().parents[1] / "data" / "gsm8k_sample.jsonl"
 VERIFIER = RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"})
+WHOLE = RewardSpec(name="exact_match", role="correctness", params={"extract": "whole"})
 REWARDS = [RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "number"}), VERIFIER]
 
 
@@ -104,11 +105,13 @@ def wait_until_up(served) -> str:
         time.sleep(2)
 
 
-def probe(model: str, dataset: DatasetSpec, engine: SamplingEngine, prompts: int, n: int, tokens: int):
+def probe(
+    model: str, dataset: DatasetSpec, engine: SamplingEngine, prompts: int, n: int, tokens: int, verifier=VERIFIER
+):
     return route_check(
         RouteRequest(
             signal="exact_answer",
-            verifier=VERIFIER,
+            verifier=verifier,
             probe=ProbeSpec(
                 model=model, dataset=dataset, num_prompts=prompts, n=n, max_new_tokens=tokens, engine=engine
             ),
@@ -119,7 +122,9 @@ def probe(model: str, dataset: DatasetSpec, engine: SamplingEngine, prompts: int
 def flow(model: str, engine: SamplingEngine) -> tuple[str, str]:
     """route_check -> inspect_rewards (generate) -> emit on the gsm8k-format file; the engines that sampled."""
     gsm8k = DatasetSpec(name=str(GSM8K), prompt_template="{question}", answer_column="answer", answer_extractor="gsm8k")
-    decision = probe(model, gsm8k, engine, prompts=5, n=10, tokens=8)
+    # A random tiny model writes no number: a verifier reading the last number would decide no route, so this
+    # flow (about which engine sampled) reads the whole completion.
+    decision = probe(model, gsm8k, engine, prompts=5, n=10, tokens=8, verifier=WHOLE)
     generate = GenerateSamples(model=model, dataset=gsm8k, num_prompts=5, n=10, max_new_tokens=8, engine=engine)
     report = inspect_rewards(InspectionRequest(rewards=REWARDS, generate=generate))
     recipe = emit_grpo_config(
