@@ -5,7 +5,7 @@ and a route or a gate decided on them is wrong (``exact_match`` reading ``<answe
 a bare number passes 0 of 128). A reward that shows what it read (``fn.extract``) is measured here; one that does
 not is not judged.
 
-May import: ``rewards.registry``, ``rewards.answers``, ``rewards.spec``.
+May import: ``rewards.registry``, ``rewards.answers``, ``rewards.base``, ``rewards.spec``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from skill.rewards.answers import EXTRACT_MODES
+from skill.rewards.base import completion_text
 from skill.rewards.registry import build_reward_function, load_library
 from skill.rewards.spec import RewardSpec
 
@@ -33,7 +34,7 @@ def read_share(function: Callable[..., Any], completions: Sequence[Any]) -> floa
     extract = getattr(function, "extract", None)
     if extract is None or not completions:
         return None
-    texts = [_text(completion) for completion in completions]
+    texts = [completion_text(completion) for completion in completions]
     return sum(extract(text) is not None for text in texts) / len(texts)
 
 
@@ -82,9 +83,3 @@ def reads_too_little(spec: RewardSpec, share: float | None, completions: Sequenc
             "reads how the model answers; or ask for the answer's form in the prompt."
         )
     return problem, "Send a verifier that reads how the model answers, or ask for the answer's form in the prompt."
-
-
-def _text(completion: Any) -> str:
-    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
-        return str(completion[-1].get("content", ""))
-    return str(completion)
