@@ -162,6 +162,7 @@ def _add_run_commands(commands: Any) -> None:
     status = commands.add_parser("status", help="a run's state, metrics and health (run_status)")
     status.add_argument("run_id")
     status.add_argument("--wait", type=float, default=0.0, help="follow it for up to this many seconds")
+    status.add_argument("--until-step", type=int, help="with --wait: stop following once the run reaches this step")
     status.add_argument("--output", choices=["summary", "json"], default="summary")
     status.set_defaults(handler=command_status)
     logs = commands.add_parser("logs", help="tail a run's log (run_logs)")

@@ -373,7 +373,9 @@ def command_run(args: argparse.Namespace) -> None:
 
 def command_status(args: argparse.Namespace) -> None:
 
-    status = run_status(args.run_id, args.wait, progress=_print_progress if args.wait else None)
+    status = run_status(
+        args.run_id, args.wait, progress=_print_progress if args.wait else None, until_step=args.until_step
+    )
     print(status.model_dump_json(indent=2)) if args.output == "json" else _print_status(status)
 
 

@@ -95,8 +95,10 @@ def strip_doctests(schema: Any) -> None:
             strip_doctests(value)
 
 
-MAX_WAIT_SECONDS = 50.0
-"""run_status blocks at most this long: common MCP clients give up on a call after 60 s."""
+DEFAULT_WAIT_SECONDS = 50.0
+"""run_status's default wait: under the 60 s after which common MCP clients give up on a call."""
+MAX_WAIT_SECONDS = 600.0
+"""run_status's longest wait, for a client that resets its timeout on progress (sent every few seconds)."""
 
 
 class RunToolRequest(RunRequest):
@@ -285,7 +287,7 @@ def run_grpo_tool(request: RunToolRequest) -> RunStatus:
     "run_status",
     "Status of a run",
     _hints(read_only=True, destructive=False, idempotent=True, open_world=False),
-    {"run_id": "gsm8k-lora-1", "wait_seconds": 30},
+    {"run_id": "gsm8k-lora-1", "wait_seconds": 50, "until_step": 10},
 )
 def run_status_tool(
     run_id: RunId,
@@ -295,10 +297,14 @@ def run_status_tool(
         Field(
             ge=0,
             le=MAX_WAIT_SECONDS,
-            description=f"Block up to this long while the run moves, with progress (at most {MAX_WAIT_SECONDS:g} s: "
-            "clients time out at 60 s). Call again to keep following.",
+            description=f"Wait up to this long for the run to end (or reach until_step), with progress at least every "
+            f"5 s. Above {DEFAULT_WAIT_SECONDS:g} s only for a client that resets its timeout on progress; most stop "
+            "at 60 s. 0 answers at once.",
         ),
-    ] = 0.0,
+    ] = DEFAULT_WAIT_SECONDS,
+    until_step: Annotated[
+        int | None, Field(ge=0, description="Answer as soon as the run reaches this step (or ends).")
+    ] = None,
 ) -> RunStatus:
     """Where a run stands. Returns state, step, ETA, last metrics, held-out pass@1 with its 95% interval (on prompts
     never trained on), health warnings with the variant to apply.
@@ -306,7 +312,7 @@ def run_status_tool(
     Next: on a health warning, re-emit with symptoms=[...]; on failure, run_logs. All metrics: resource
     grpo://runs/{run_id}/metrics.
     """
-    return jobs.run_status(run_id, wait_seconds, progress=progress_reporter(ctx))
+    return jobs.run_status(run_id, wait_seconds, progress=progress_reporter(ctx), until_step=until_step)
 
 
 @_tool(

@@ -25,13 +25,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-TOOLS_LIST_CHARACTERS = 29_200
+TOOLS_LIST_CHARACTERS = 25_000
 """What tools/list may take, as compact JSON: an agent reads it whole before its first call. 78,243 before the
-schemas were published this way; 24,988 on 2026-12-03; 27,593 once route_check and inspect_rewards took the
-dataset contract and a sampling engine and record_review the blind labels (2026-12-04); 28,399 once the launch
-plan carried its sharding, emit and run_grpo took a sharding choice and run_grpo a rehearsal (2026-12-06); 29,069
-once a model's shape took a mixture of experts' fields and the hardware its host RAM (2026-12-06, later)."""
-
+schemas were published this way; 24,988 on 2026-12-03; 29,386 once the dataset contract, a sampling engine, the
+blind labels, sharding, rehearsal, a mixture of experts' shape and host RAM had joined (2026-12-06); 24,848 once
+rarely sent options collapsed to pointers (``COLLAPSED_DEFINITIONS``) and copies of a definition named only its
+required fields (2026-12-06, with the symptom and variant enums)."""
 FULL_CONTRACTS = {
     "GRPORecipe": "grpo://schemas/grpo_recipe.json",
     "MemoryEstimate": "grpo://schemas/memory_estimate.json",
@@ -126,18 +125,41 @@ def shallow_output(schema: dict[str, Any]) -> dict[str, Any]:
     return published
 
 
+COLLAPSED_DEFINITIONS = frozenset(
+    {"ModelShape", "SlurmSettings", "SamplingEngine", "EvaluationPlan", "DeclaredEvidence"}
+)
+"""Options few requests fill in, published as their kind and required fields with a pointer to the tool's whole
+input schema: a model's shape (its config.json gives it), a Slurm cluster's settings, the sampling engine (auto
+picks one), the held-out evaluation plan (chosen from the run's length) and a pass rate declared instead of
+measured."""
+
+
+def _pointer(definition: dict[str, Any], description: str, kind: bool) -> dict[str, Any]:
+    """A definition as an object with its required fields named, its ``kind`` (with ``kind``) and a description
+    that says where the rest is."""
+    pointer: dict[str, Any] = {"type": "object", "description": description}
+    if kind and isinstance(definition.get("properties", {}).get("kind"), dict):
+        pointer["properties"] = {"kind": _without_descriptions(definition["properties"]["kind"])}
+    if definition.get("required"):
+        pointer["required"] = definition["required"]
+    return pointer
+
+
 def _share_definitions(tools: Iterable[PublishedTool]) -> None:
-    """Keep each input definition's descriptions in the first tool that uses it; later copies point there
-    ("As in route_check."), with their structure whole."""
+    """Keep each input definition whole in the first tool that uses it; later copies point there ("As in
+    route_check."), naming only their required fields. A collapsed definition points at its tool's whole schema."""
     documented: dict[str, str] = {}
     for tool in tools:
-        for name, definition in tool.parameters.get("$defs", {}).items():
-            if name not in documented:
+        definitions = tool.parameters.get("$defs", {})
+        for name, definition in definitions.items():
+            if name in COLLAPSED_DEFINITIONS:
+                summary = str(definition.get("description", "")).rstrip(".")
+                described = f"{summary}; its fields: {full_input_schema_uri(tool.name)}"
+                definitions[name] = _pointer(definition, described, kind=True)
+            elif name not in documented:
                 documented[name] = tool.name
-                continue
-            bare = _without_descriptions(definition)
-            bare["description"] = f"As in {documented[name]}."
-            tool.parameters["$defs"][name] = bare
+            else:
+                definitions[name] = _pointer(definition, f"As in {documented[name]}.", kind=False)
 
 
 def _references(node: Any, counts: dict[str, int]) -> None:

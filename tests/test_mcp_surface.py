@@ -160,7 +160,7 @@ def test_every_example_fits_its_tools_input_schema():
         ("inspect_rewards", {"request": {"rewards": []}}, ["request.rewards", "at least 1 item"]),
         ("record_review", {"request": {"report_id": 7}}, ["request.report_id", "request.reviewer: missing"]),
         ("run_grpo", {"request": []}, ["- request:", "a RunRequest object"]),
-        ("run_status", {"run_id": "x", "wait_seconds": 51}, ["wait_seconds", "<= 50", "clients time out at 60 s"]),
+        ("run_status", {"run_id": "x", "wait_seconds": 601}, ["wait_seconds", "<= 600", "resets its timeout"]),
         ("run_logs", {"run_id": ["x"]}, ["- run_id:", "Send a string"]),
         ("cancel_run", {}, ["- run_id: missing"]),
         ("list_runs", {"verbose": True}, ["'verbose': not an argument of list_runs"]),
@@ -386,6 +386,18 @@ def test_a_run_through_the_client_status_metrics_logs(tiny_model_dir, tmp_path):
         started = await client.call_tool("run_grpo", {"request": {"recipe": recipe, "run_id": "mcp-tiny"}})
         assert not started.is_error, started.content
         status = started.structured_content
+        notes: list[tuple[float, float | None, str | None]] = []
+
+        async def progressed(done: float, total: float | None, message: str | None) -> None:
+            notes.append((done, total, message))
+
+        # one call follows the run to its first step: the client is told where it stands while it waits
+        first = await client.call_tool(
+            "run_status", {"run_id": "mcp-tiny", "wait_seconds": 300, "until_step": 1}, progress_callback=progressed
+        )
+        status = first.structured_content
+        assert status["step"] >= 1 or status["state"] not in ("starting", "running"), status
+        assert notes and all(message and message.startswith("step ") for _, _, message in notes), notes
         for _ in range(40):
             if status["state"] not in ("starting", "running"):
                 break

@@ -46,7 +46,7 @@ from skill.recipe.deciding.prompts import size_prompt_budget
 from skill.recipe.deciding.reference_price import reference_price
 from skill.recipe.deciding.step_time import attach_time_estimate
 from skill.recipe.deciding.tracking import Tracker, tracking_fields
-from skill.recipe.deciding.variants import VARIANTS_BY_NAME, apply_variants
+from skill.recipe.deciding.variants import VARIANTS_BY_NAME, Symptom, VariantName, apply_variants
 from skill.recipe.deciding.vllm_decisions import (
     check_server_url,
     colocate_tensor_parallel,
@@ -85,8 +85,10 @@ class RecipeRequest(BaseModel):
     )
     rewards: list[RewardSpec] = Field(description="Reward specs; at least one correctness (or judge) reward.")
     dataset: DatasetSpec
-    variant: str | None = Field(default=None, description="A named variant to apply (see grpo-variants.md).")
-    symptoms: list[str] = Field(default_factory=list, description="Observed symptoms; each selects a variant.")
+    variant: VariantName | None = Field(default=None, description="A named variant to apply (see grpo-variants.md).")
+    symptoms: list[Symptom] = Field(
+        default_factory=list, description="Observed symptoms (run_status names them); each selects a variant."
+    )
     overrides: dict[str, Any] = Field(default_factory=dict, description="GRPOConfig fields to set explicitly.")
     override_reasons: dict[str, str] = Field(default_factory=dict, description="Why each override, by field.")
     max_steps: int | None = Field(default=None, gt=0, description="Stop after this many optimizer steps.")

@@ -172,13 +172,10 @@ def _refresh(directory: Path) -> RunRecord:
 def _status(directory: Path, points: int = 5) -> RunStatus:
     record = _refresh(directory)
     metrics = read_jsonl(directory / "metrics.jsonl")
-    training = training_rows(metrics)  # s/step between training steps: the held-out evaluations are not steps
+    training = training_rows(metrics)  # the held-out evaluations are not steps
     step = training[-1]["step"] if training else 0
-    per_step = None
-    if len(training) >= 2:
-        per_step = (training[-1]["time"] - training[0]["time"]) / max(1, training[-1]["step"] - training[0]["step"])
     planned = planned_steps(directory, record)
-    timing = time_fields(directory, per_step, len(training), planned - step if planned else None, record.state)
+    timing = time_fields(directory, metrics, planned - step if planned else None, record.state)
     warnings = []
     if metrics:
         recipe = read_recipe(directory)
@@ -214,7 +211,6 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         step=step,
         max_steps=planned,
         **timing,
-        seconds_per_step=per_step,
         last_metrics=metrics[-points:],
         held_out=held_out_scores(metrics),
         health=health,
@@ -441,16 +437,34 @@ def _start(request: RunRequest) -> RunStatus:
     return _status(directory)
 
 
-def run_status(run_id: str, wait_seconds: float = 0.0, progress: Progress | None = None) -> RunStatus:
-    """State, step, ETA, the last metric points and health warnings; waits up to wait_seconds for it to move."""
+PROGRESS_EVERY_S = 5.0
+"""A waiting run_status reports progress at least this often (a client that resets its timeout on progress
+follows a run for as long as it asks), and at once when the step moves."""
+
+
+def run_status(
+    run_id: str, wait_seconds: float = 0.0, progress: Progress | None = None, until_step: int | None = None
+) -> RunStatus:
+    """State, step, ETA, the last metric points and health warnings. With wait_seconds, waits that long for the
+    run to end or, given until_step, to reach that step, reporting progress while it waits."""
     directory = run_dir(run_id)
     status = _status(directory)
     deadline = time.time() + max(0.0, wait_seconds)
-    while status.state in ("starting", "running") and time.time() < deadline:
-        time.sleep(min(2.0, max(0.1, deadline - time.time())))
+    reported_at, reported_step = 0.0, -1
+
+    def waiting(status: RunStatus) -> bool:
+        reached = until_step is not None and status.step >= until_step
+        return status.state in ("starting", "running") and not reached and time.time() < deadline
+
+    while waiting(status):
+        time.sleep(min(1.0, max(0.1, deadline - time.time())))
         status = _status(directory)
-        if progress is not None and status.max_steps:
-            progress(status.step, status.max_steps, f"step {status.step}/{status.max_steps} ({status.state})")
+        now = time.time()
+        if progress is not None and (status.step != reported_step or now - reported_at >= PROGRESS_EVERY_S):
+            total = status.max_steps or max(status.step, until_step or 0) + 1
+            eta = f", ETA {status.eta_seconds:.0f} s" if status.eta_seconds is not None else ""
+            progress(status.step, total, f"step {status.step}/{status.max_steps or '?'} ({status.state}{eta})")
+            reported_at, reported_step = now, status.step
     return status
 
 

@@ -1,8 +1,10 @@
 """A run's step-time estimate, stored at its start (``estimate.json``) and compared with the measured seconds per
 step while it runs: the ETA blends the two, the measurement weighing n / (n + BLEND_STEPS) after n measured
-steps, so the first steps' noise does not swing it and the estimate fades as measurements accumulate.
+steps, so the first steps' noise does not swing it and the estimate fades as measurements accumulate. The held-out
+evaluations still to run are added at their own measured (or estimated) duration, and left out of the measured
+seconds per step.
 
-May import: ``recipe.deciding.step_time``, ``timing``.
+May import: ``recipe.deciding.step_time``, ``runs.held_out``, ``timing``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from skill.recipe.deciding.step_time import recipe_step_time
+from skill.runs.held_out import is_evaluation, training_rows
 
 ESTIMATE_FILE = "estimate.json"
 BLEND_STEPS = 3  # after 3 measured steps the measurement and the estimate weigh the same
@@ -24,13 +27,51 @@ def write_estimate(directory: Path, recipe: Any) -> None:
         (directory / ESTIMATE_FILE).write_text(estimate.model_dump_json(indent=1))
 
 
-def estimated_seconds_per_step(directory: Path) -> float | None:
-    """The steady seconds per step estimated at the start (without the run's fixed costs), or None."""
+def _stored(directory: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((directory / ESTIMATE_FILE).read_text())
+        return json.loads((directory / ESTIMATE_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return data["seconds_per_step"] - data.get("fixed_per_step_s", 0.0)
+
+
+def estimated_seconds_per_step(directory: Path) -> float | None:
+    """The steady seconds per step estimated at the start (without the run's fixed costs), or None."""
+    data = _stored(directory)
+    return None if data is None else data["seconds_per_step"] - data.get("fixed_per_step_s", 0.0)
+
+
+def measured_seconds_per_step(metrics: list[dict[str, Any]]) -> float | None:
+    """Seconds per training step between the first and the last logged step, the held-out evaluations logged in
+    between (their ``eval_runtime``) left out: they are counted on their own in the ETA.
+
+    >>> rows = [{"step": 1, "time": 10.0}, {"step": 2, "time": 30.0, "eval_loss": 0, "eval_runtime": 15.0},
+    ...     {"step": 3, "time": 40.0}]
+    >>> measured_seconds_per_step(rows), measured_seconds_per_step(rows[:1])
+    (7.5, None)
+    """
+    training = training_rows(metrics)
+    if len(training) < 2:
+        return None
+    first, last = training[0], training[-1]
+    evaluating = sum(
+        row.get("eval_runtime", 0.0)
+        for row in metrics
+        if is_evaluation(row) and first["step"] <= row["step"] < last["step"]
+    )
+    return max(0.0, last["time"] - first["time"] - evaluating) / max(1, last["step"] - first["step"])
+
+
+def remaining_evaluation_seconds(directory: Path, metrics: list[dict[str, Any]], step: int) -> float:
+    """The held-out evaluations still to run, at the mean measured ``eval_runtime`` (the estimate's before the
+    first). None are left when the estimate planned none, or when a run past step 0 logged none (its world size
+    left no held-out sample to score)."""
+    data = _stored(directory) or {}
+    logged = [row for row in metrics if is_evaluation(row)]
+    if not data.get("evaluations") or (step > 0 and not logged):
+        return 0.0
+    runtimes = [row["eval_runtime"] for row in logged if isinstance(row.get("eval_runtime"), int | float)]
+    one = sum(runtimes) / len(runtimes) if runtimes else data.get("evaluation_s", 0.0)
+    return max(0, data["evaluations"] - len(logged)) * one
 
 
 def blended(estimated: float | None, measured: float | None, measured_steps: int) -> float | None:
@@ -59,15 +100,20 @@ def comparison(estimated: float | None, measured: float | None) -> str | None:
 
 
 def time_fields(
-    directory: Path, measured: float | None, logged_steps: int, remaining_steps: int | None, state: str
+    directory: Path, metrics: list[dict[str, Any]], remaining_steps: int | None, state: str
 ) -> dict[str, Any]:
-    """run_status's timing fields: the stored estimate, the comparison line and the blended ETA in seconds (None
-    unless running with a known plan); ``logged_steps`` logged steps give ``logged_steps - 1`` measured intervals."""
-    estimated = estimated_seconds_per_step(directory)
-    rate = blended(estimated, measured, max(0, logged_steps - 1))
+    """run_status's timing fields: the measured and the stored estimate of seconds per step, the comparison line,
+    and the ETA in seconds (None unless running with a known plan): the remaining steps at the blended rate plus
+    the held-out evaluations still to run. ``n`` logged steps give ``n - 1`` measured intervals."""
+    estimated, measured = estimated_seconds_per_step(directory), measured_seconds_per_step(metrics)
+    training = training_rows(metrics)
+    rate = blended(estimated, measured, max(0, len(training) - 1))
     running = state == "running" and remaining_steps is not None
+    step = training[-1]["step"] if training else 0
+    evaluating = remaining_evaluation_seconds(directory, metrics, step) if running else 0.0
     return {
+        "seconds_per_step": measured,
         "estimated_seconds_per_step": estimated,
         "time_comparison": comparison(estimated, measured),
-        "eta_seconds": rate * remaining_steps if rate and running else None,
+        "eta_seconds": (rate or 0.0) * remaining_steps + evaluating if running and (rate or evaluating) else None,
     }

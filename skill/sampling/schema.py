@@ -22,7 +22,9 @@ class SamplingSettings(BaseModel):
 
 
 class SamplingEngine(BaseModel):
-    """Which engine samples the model (see the sampling module): the same template, end tokens and settings."""
+    """Which engine samples the model.
+
+    Every engine applies the same chat template, end tokens and sampling settings (the sampling module)."""
 
     model_config = ConfigDict(extra="forbid")
 

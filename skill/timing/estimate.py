@@ -23,7 +23,26 @@ from skill.timing.generation import (
 from skill.timing.schema import StepTimeEstimate, StepTimeRequest
 from skill.timing.training import cpu_training_seconds, gpu_training_seconds
 
-__all__ = ["StepTimeEstimate", "StepTimeRequest", "estimate_step_time", "sleep_mode_seconds_per_step"]
+__all__ = [
+    "StepTimeEstimate",
+    "StepTimeRequest",
+    "estimate_step_time",
+    "evaluation_count",
+    "sleep_mode_seconds_per_step",
+]
+
+
+def evaluation_count(max_steps: int, every: int | None) -> int:
+    """Held-out evaluations a run of ``max_steps`` makes when it evaluates every ``every`` steps: one before the
+    first step, one at each multiple, and one after the last unless the last is a multiple (transformers'
+    DefaultFlowCallback evaluates at the end only when that step would not have evaluated anyway).
+
+    >>> evaluation_count(40, 5), evaluation_count(10, 10), evaluation_count(12, 5), evaluation_count(0, 5)
+    (9, 2, 4, 1)
+    """
+    if not every:
+        return 0
+    return 1 + max_steps // every + (1 if max_steps % every else 0)
 
 
 def sleep_mode_seconds_per_step(weight_bytes: float) -> float:
@@ -67,8 +86,8 @@ def _fixed_seconds(request: StepTimeRequest, generate_one_evaluation: float) -> 
     if request.generation != "transformers" and request.hardware.accelerator == "gpu":
         seconds += constants.VLLM_START_S
     steps = request.max_steps or 0
-    if request.evaluation_every and request.evaluation_completions:
-        seconds += (steps // request.evaluation_every + 2) * generate_one_evaluation  # + before and after
+    if request.evaluation_completions:
+        seconds += evaluation_count(steps, request.evaluation_every) * generate_one_evaluation
     if request.save_steps and steps:
         per_parameter = DTYPE_BYTES[request.dtype] + (
             constants.ADAM_STATE_BYTES_PER_PARAMETER * (request.method == "full")
@@ -173,6 +192,8 @@ def estimate_step_time(request: StepTimeRequest) -> StepTimeEstimate:
         largest_part=f"{largest} {middle[largest] / per_step:.0%}",
         largest_uncertainty=_uncertainty(request, uncertain) if high > low else "",
         completions_per_step=request.completions_per_step,
+        evaluation_s=round(one_evaluation, 3) if request.evaluation_completions else 0.0,
+        evaluations=evaluation_count(steps or 0, request.evaluation_every) if request.evaluation_completions else 0,
         steps=steps,
         total_s=round(total, 1) if total is not None else None,
         gpus=gpus,

@@ -96,6 +96,8 @@ class StepTimeEstimate(BaseModel):
         default="", description="The spanned constants behind the part whose ends lie furthest apart."
     )
     completions_per_step: int = Field(default=0, description="Completions a step generates and trains on.")
+    evaluation_s: float = Field(default=0.0, description="One held-out evaluation (generation of its completions).")
+    evaluations: int = Field(default=0, description="Held-out evaluations over max_steps (before step 1 included).")
     steps: int | None = None
     total_s: float | None = None
     gpus: int = Field(description="GPUs billed (0 on a CPU target).")

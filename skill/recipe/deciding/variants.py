@@ -271,6 +271,8 @@ VARIANTS.extend(LOSS_VARIANTS)
 
 VARIANTS_BY_NAME = {variant.name: variant for variant in VARIANTS}
 SYMPTOMS = {symptom: variant.name for variant in VARIANTS for symptom in variant.symptoms}
+VariantName = Literal[tuple(VARIANTS_BY_NAME)]  # type: ignore[valid-type]  # a request's choices, from the table
+Symptom = Literal[tuple(SYMPTOMS)]  # type: ignore[valid-type]
 
 
 class AppliedVariants(BaseModel):
