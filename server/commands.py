@@ -318,7 +318,7 @@ def _print_status(status: Any) -> None:
     if status.reward_review:
         print(f"  reward review: {status.reward_review}")
     if status.held_out:
-        print(f"  {summary_line(status.held_out)}")
+        print(f"  {summary_line(status.held_out, status.held_out_change)}")
     for point in [row for row in status.last_metrics if "eval_loss" not in row][-3:]:
         rewards = " ".join(
             f"{k.split('/')[1]}={v:.3f}"

@@ -139,8 +139,19 @@ def test_a_tiny_run_reports_held_out_scores_before_during_and_after(tiny_model_d
     for score, row in zip(status.held_out, held_out, strict=True):
         low, high = score.interval_95
         assert score.mean == row["eval_rewards/exact_match/mean"] and low <= score.mean <= high and high - low > 0.2
+    # each held-out prompt's own score, gathered from the rank's record: their mean is TRL's logged mean
+    for row in held_out:
+        per_prompt = row["held_out_prompts"]["exact_match"]
+        assert len(per_prompt) == 4 and None not in per_prompt and "format" not in row["held_out_prompts"]
+        assert abs(sum(per_prompt) / 4 - row["eval_rewards/exact_match/mean"]) < 1e-6
+    [change] = status.held_out_change
+    assert (change.reward, change.from_step, change.to_step, change.prompts) == ("exact_match", 0, 4, 4)
+    assert abs(change.change - (status.held_out[-1].mean - status.held_out[0].mean)) < 1e-3
+    low, high = change.interval_95
+    assert change.beyond_noise == (low > 0 or high < 0)
     log = "\n".join(run_logs("tiny-eval", lines=500).lines)
     assert "held-out eval at step 3" in log and f"held-out: {status.held_out[0].describe()} -> " in log
+    assert f"paired: {change.describe()}" in log
     assert "rewards/exact_match/mean" in curve_keys(metrics)
     assert (directory / "reward_curve.png").stat().st_size > 1000
     card = (directory / "final" / "README.md").read_text()

@@ -149,7 +149,7 @@ def run_demo(
     )
     result.reward_curve = status.paths.get("reward_curve.png")
     result.seconds = time.perf_counter() - started
-    say(f"    {summary_line(status.held_out)}")
+    say(f"    {summary_line(status.held_out, status.held_out_change)}")
     say(
         f"    correctness reward: first-10 steps {result.correctness_first_10:.3f} -> last-10 "
         f"{result.correctness_last_10:.3f}; reward curve: {result.reward_curve}"

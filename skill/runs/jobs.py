@@ -25,7 +25,7 @@ from skill.runs.engine_choice import EngineSettings, ThisMachine, engine_for, en
 from skill.runs.engines import Engine
 from skill.runs.health import diagnose, headline, shape_of
 from skill.runs.health_check import unchecked
-from skill.runs.held_out import HeldOutScore, held_out_scores, training_rows
+from skill.runs.held_out import HeldOutChange, HeldOutScore, held_out_changes, held_out_scores, training_rows
 from skill.runs.rehearsal import RehearsalReport, held_out_line, plan_rehearsal, read_report, write_report
 from skill.runs.store import (
     FINAL_STATES,
@@ -126,6 +126,11 @@ class RunStatus(BaseModel):
         "correctness rewards' mean on held-out prompts never trained on (pass@1 for a 0/1 reward), with a Wilson "
         "95% interval over the completions scored.",
     )
+    held_out_change: list[HeldOutChange] = Field(
+        default_factory=list,
+        description="Each correctness reward's change from the first to the last evaluation, prompt by prompt: "
+        "whether it is beyond noise, and how many prompts would tell.",
+    )
     health: list[dict[str, Any]] = Field(
         default_factory=list, description="Warnings with suggested variants, the most likely cause first."
     )
@@ -213,6 +218,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         **timing,
         last_metrics=metrics[-points:],
         held_out=held_out_scores(metrics),
+        held_out_change=held_out_changes(metrics),
         health=health,
         health_summary=headline(warnings),
         health_unchecked=not_run,

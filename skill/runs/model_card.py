@@ -6,7 +6,14 @@ from typing import Any
 
 from skill.inspection.gate import NOT_REVIEWED
 from skill.recipe.schema import GRPORecipe
-from skill.runs.held_out import HeldOutScore, held_out_scores, summary_line, training_rows
+from skill.runs.held_out import (
+    HeldOutChange,
+    HeldOutScore,
+    held_out_changes,
+    held_out_scores,
+    summary_line,
+    training_rows,
+)
 
 
 def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -> str:
@@ -26,7 +33,7 @@ def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -
         f"trl {recipe.provenance.trl_version}.",
         f"Inspection: {record.inspection_id} ({record.review}). Route: {recipe.provenance.route_decision}.",
         "",
-        *held_out_lines(held_out_scores(metrics)),
+        *held_out_lines(held_out_scores(metrics), held_out_changes(metrics)),
         f"| training reward | first-{window} steps mean | last-{window} steps mean |",
         "|---|---|---|",
     ]
@@ -39,10 +46,12 @@ def model_card(recipe: GRPORecipe, record: Any, metrics: list[dict[str, Any]]) -
     return "\n".join(lines)
 
 
-def held_out_lines(scores: list[HeldOutScore]) -> list[str]:
-    """The card's held-out table: every evaluation of every correctness reward, on prompts never trained on."""
+def held_out_lines(scores: list[HeldOutScore], changes: list[HeldOutChange]) -> list[str]:
+    """The card's held-out table: every evaluation of every correctness reward, on prompts never trained on, and
+    each reward's paired change from the first to the last."""
     if not scores:
         return [summary_line(scores), ""]
+    paired = [f"Paired over the same prompts: {change.describe()}." for change in changes]
     sample = scores[-1]
     return [
         f"Held-out: {sample.prompts} prompts never trained on x {sample.completions // max(1, sample.prompts)} "
@@ -53,6 +62,7 @@ def held_out_lines(scores: list[HeldOutScore]) -> list[str]:
         "|---|---|---|---|",
         *(f"| {s.step} | {s.reward} | {s.mean:.3f} | {s.interval_95[0]:.2f}-{s.interval_95[1]:.2f} |" for s in scores),
         "",
+        *(line for change in paired for line in (change, "")),
     ]
 
 

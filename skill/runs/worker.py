@@ -47,7 +47,15 @@ from skill.recipe.launching.launch_commands import VLLM_PORT_ENV, uses_vllm_serv
 from skill.recipe.schema import GRPORecipe
 from skill.rewards.registry import build_reward_functions
 from skill.runs import checkpoint_request
-from skill.runs.held_out import held_out_scores, is_evaluation, score_evaluation, summary_line
+from skill.runs.held_out import (
+    held_out_changes,
+    held_out_scores,
+    is_evaluation,
+    prompt_scores,
+    record_held_out_prompts,
+    score_evaluation,
+    summary_line,
+)
 from skill.runs.model_card import model_card
 from skill.runs.plots import plot_reward_curve
 from skill.runs.rank_state import dump_rank_state, rank
@@ -171,6 +179,8 @@ def _make_callback(run_dir: Path, max_steps: int, recipe: GRPORecipe, heldout_pr
             score and interval (``held_out``), and one progress line."""
             scores = score_evaluation(step, logs, recipe.rewards, heldout_prompts, generations)
             row = {"step": step, "time": time.time(), **logs, "held_out": [score.model_dump() for score in scores]}
+            # every rank scored its share before TRL gathered the means this log holds: their files are complete
+            row["held_out_prompts"] = prompt_scores(run_dir, step, heldout_prompts)
             append_jsonl(run_dir / "metrics.jsonl", row)
             print(evaluation_line(step, logs), flush=True)
 
@@ -307,6 +317,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         check_vllm_server(run_dir, recipe, rows[0]["prompt"], kwargs)
     # the dataset's columns: a user reward requiring one the data lacks is refused now, not NaN every step
     rewards = build_reward_functions(recipe.rewards, columns=set(rows[0]) if rows else None)
+    record_held_out_prompts(rewards, recipe.rewards, evaluation_rows, run_dir, rank())  # for the paired change
     tally = held_out_tally(run_dir, evaluation_rows)  # a rehearsal counts how often each held-out prompt is scored
     if tally is not None:
         rewards[0] = tally.counting(rewards[0])
@@ -335,7 +346,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     (final / "README.md").write_text(model_card(recipe, read_record(run_dir), metrics))
     plot_reward_curve(run_dir)
-    print(summary_line(held_out_scores(metrics)), flush=True)
+    print(summary_line(held_out_scores(metrics), held_out_changes(metrics)), flush=True)
 
 
 def save_merged(run_dir: Path, recipe: GRPORecipe) -> None:

@@ -81,6 +81,12 @@ def check_common(recipe, status, directory, world: int) -> dict:
     generations = recipe.evaluation.generations
     assert report.held_out_scored == [generations * len(held_out)] * prompts
     assert completions == sum(report.held_out_scored) // len(held_out) == prompts * generations
+    # each prompt's own score, gathered from every rank's record, for the paired before/after comparison
+    for row in held_out:
+        assert row["held_out_prompts"] and all(
+            len(scores) == prompts and None not in scores for scores in row["held_out_prompts"].values()
+        ), row["held_out_prompts"]
+    assert [change.prompts for change in status.held_out_change] == [prompts] * len(row["held_out_prompts"])
     return substituted
 
 
