@@ -51,7 +51,7 @@ ANSWER = "answer"  # where the reference answer lands: the column exact_match an
 GSM8K_FINAL = re.compile(r"#### (\-?[0-9\.\,]+)")
 
 
-def _template_fields(template: str) -> list[str]:
+def prompt_columns(template: str) -> list[str]:
     """The column names a prompt template reads; positional, indexed or attribute fields are refused."""
     try:
         parsed = list(string.Formatter().parse(template))
@@ -107,7 +107,7 @@ class DatasetSpec(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> DatasetSpec:
         if self.prompt_template is not None:
-            _template_fields(self.prompt_template)
+            prompt_columns(self.prompt_template)
             if self.prompt_column != "prompt":
                 raise ValueError("send prompt_column or prompt_template, not both")
         if self.answer_extractor is not None and self.answer_column is None:
@@ -178,7 +178,7 @@ def shape_row(row: dict[str, Any], spec: DatasetSpec, index: int = 0) -> dict[st
 
 
 def _render_prompt(row: dict[str, Any], spec: DatasetSpec, index: int) -> str | list[dict[str, str]]:
-    fields = _template_fields(spec.prompt_template or "")
+    fields = prompt_columns(spec.prompt_template or "")
     missing = sorted({field for field in fields if field not in row})
     if missing:
         raise SkillError(
@@ -227,6 +227,21 @@ def load_rows(spec: DatasetSpec, limit: int | None = None) -> list[dict[str, Any
             dataset = dataset.select(range(min(limit, len(dataset))))
         rows = list(dataset)
     return [shape_row(row, spec, index) for index, row in enumerate(rows)]
+
+
+def raw_sample(spec: DatasetSpec, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The first ``limit`` rows as stored (columns unshaped: a worked solution stays whole) and how many rows the
+    dataset has (a built-in one: the rows it yields by default).
+
+    >>> rows, total = raw_sample(DatasetSpec(name="embedded:addition"), 2)
+    >>> len(rows), total, sorted(rows[0])
+    (2, 200, ['answer', 'prompt'])
+    """
+    builtin = BUILTIN_DATASETS.get(spec.name)
+    if builtin is not None:
+        return builtin(limit), BUILTIN_ROWS
+    dataset = _read(spec)
+    return list(dataset.select(range(min(limit, len(dataset))))), len(dataset)
 
 
 def load_training_dataset(spec: DatasetSpec) -> Any:

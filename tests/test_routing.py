@@ -406,6 +406,51 @@ def test_routes_away_hand_over_a_starting_point_that_trl_accepts(tmp_path):
     assert saved.handover == dpo
 
 
+def test_an_sft_handover_reads_the_data_and_targets_the_cpu_it_was_told(tmp_path):
+    """The issue's handover: 30 GSM8K-style rows whose answer column holds worked solutions, for a CPU user of
+    the embedded model. It names the column as the demonstrations, says 30 rows are too few, and trains on the
+    CPU from the model's local copy (no bf16, no Hub id)."""
+    from skill.data import DatasetSpec, addition_rows
+    from skill.models.sources import resolve_model_path
+    from skill.routing.handover import read_demonstrations, sft_handover
+
+    solution = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips. #### 72"
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"question": f"Question {i}: how many clips?", "answer": solution}) + "\n" for i in range(30)
+        )
+    )
+    request = RouteRequest(
+        signal="demonstrations",
+        verifier=RewardSpec(name="math", role="correctness"),
+        probe=ProbeSpec(dataset=DatasetSpec(name=str(data), prompt_column="question")),
+        accelerator="cpu",
+    )
+    decision = route_check(request)  # the embedded model never gets one right: SFT first
+    assert decision.route == "lora-qlora-recipes", decision.reasons
+    handover = decision.handover
+    assert handover.data_read.model_dump() == {
+        "source": str(data),
+        "rows": 30,
+        "too_few": True,
+        "demonstrations_column": "answer",
+        "median_words": 16,
+    }
+    assert "column 'answer' already holds worked solutions" in handover.steps[0]
+    assert "30 rows are too few" in handover.steps[1]
+    values = {value.field: value.value for value in handover.config}
+    assert values["use_cpu"] is True and "bf16" not in values
+    assert f"--model_name_or_path {resolve_model_path('embedded:SmolLM2-135M-Instruct')} " in handover.command
+    # bare answers are no demonstrations, 200 rows are enough, and a GPU user gets bf16 and the published id
+    bare = read_demonstrations(addition_rows(64), 200, "embedded:addition", {"prompt"})
+    assert bare.demonstrations_column is None and not bare.too_few
+    gpu = sft_handover("embedded:SmolLM2-135M-Instruct", None, never_succeeded=True, data=bare)
+    assert {value.field: value.value for value in gpu.config}["bf16"] is True
+    assert "--model_name_or_path HuggingFaceTB/SmolLM2-135M-Instruct " in gpu.command
+    assert gpu.steps[0].startswith("Write or collect correct outputs")
+
+
 def test_cancelling_a_probe_stops_between_batches_and_saves_nothing(tiny_model_dir, tmp_path, monkeypatch):
     from skill.sampling.progress import Cancelled
     from skill.state import STATE_ROOT_ENV, state_dir

@@ -10,16 +10,66 @@ loss ``sigmoid``, max_length 1024). They are a start, not a tuned recipe: the si
 
 from __future__ import annotations
 
-from typing import Any
+import statistics
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from skill.models.sources import is_embedded
+from skill.models.sources import is_embedded, resolve_model_path
 from skill.routing.probe_time import parameters_b
 
 LORA_ABOVE_B = 1.0  # parameters (billions) above which the starting point is LoRA rather than a full fine-tune
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the published model the embedded GGUF was made from
 TRL_INSTALL = 'pip install "trl==1.16.0" peft'
+MIN_DEMONSTRATIONS = 50
+"""Fewer rows than this are too few to fine-tune on: OpenAI's fine-tuning guide requires at least 10 examples and
+reports clear improvements from 50 to 100."""
+WORKED_SOLUTION_WORDS = 8
+"""A text column whose median cell has at least this many words holds worked solutions, not bare answers: a final
+answer ('42', 'Paris', 'B') is a few words at most; a GSM8K solution is about 50."""
+Accelerator = Literal["gpu", "cpu"]
+
+
+class DataReading(BaseModel):
+    """What the handover read of the task's data: how many rows, and whether a column already demonstrates."""
+
+    source: str = Field(description="The dataset, or the probe's rows.")
+    rows: int = Field(description="Rows in it.")
+    too_few: bool = Field(description=f"Under {MIN_DEMONSTRATIONS} rows: too few to fine-tune on.")
+    demonstrations_column: str | None = Field(
+        default=None, description="A column of worked solutions: already demonstrations, the completions to train on."
+    )
+    median_words: int | None = Field(default=None, description="That column's median cell, in words.")
+
+
+def read_demonstrations(
+    rows: list[dict[str, Any]], total: int, source: str, prompt: set[str], preferred: str = "answer"
+) -> DataReading:
+    """Read a sample of the task's rows: the column of worked solutions besides the ``prompt`` columns, if one is
+    there (``preferred`` first, else the wordiest), and whether ``total`` rows are enough.
+
+    >>> solution = "She sold 48 / 2 = 24 clips in May, so 48 + 24 = 72 in all. #### 72"
+    >>> read_demonstrations([{"question": "q", "answer": solution}] * 30, 30, "gsm8k.jsonl", {"question"})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    DataReading(source='gsm8k.jsonl', rows=30, too_few=True, demonstrations_column='answer', median_words=20)
+    >>> read_demonstrations([{"prompt": "What is 2 + 2?", "answer": "4"}], 200, "a", {"prompt"}).demonstrations_column
+    """
+    found: dict[str, int] = {}
+    for column in sorted({key for row in rows for key in row} - prompt):
+        cells = [row[column] for row in rows if isinstance(row.get(column), str)]
+        if len(cells) < len(rows) / 2:  # mostly not text: numbers, lists, chat messages
+            continue
+        words = int(statistics.median(len(cell.split()) for cell in cells))
+        if words >= WORKED_SOLUTION_WORDS:
+            found[column] = words
+    column = preferred if preferred in found else max(found, key=lambda name: found[name], default=None)
+    return DataReading(
+        source=source,
+        rows=total,
+        too_few=total < MIN_DEMONSTRATIONS,
+        demonstrations_column=column,
+        median_words=found.get(column) if column else None,
+    )
 
 
 class StartingValue(BaseModel):
@@ -48,6 +98,9 @@ class Handover(BaseModel):
     fine_tune: str = Field(description="full, lora, or none.")
     config: list[StartingValue]
     data: DataShape
+    data_read: DataReading | None = Field(
+        default=None, description="What was read of your data: its rows, and a column that already demonstrates."
+    )
     install: str | None = None
     command: str | None = Field(default=None, description="A TRL CLI command to start from.")
     steps: list[str] = Field(default_factory=list, description="What to do, in order.")
@@ -61,13 +114,16 @@ def _size(model: str | None, given_b: float | None) -> tuple[float | None, str]:
     return size, f"{size:.3g}B parameters"
 
 
-def _common(lora: bool, size_note: str) -> list[StartingValue]:
+def _common(lora: bool, size_note: str, accelerator: Accelerator) -> list[StartingValue]:
     values = [
         StartingValue(field="per_device_train_batch_size", value=2, reason="TRL's example scripts: 2 x 8 accumulation"),
         StartingValue(field="gradient_accumulation_steps", value=8, reason="16 sequences per optimizer step"),
         StartingValue(field="num_train_epochs", value=1, reason="one pass first; evaluate before a second"),
-        StartingValue(field="bf16", value=True, reason="on a GPU with bf16 (Ampere or newer); drop it on CPU"),
     ]
+    if accelerator == "cpu":
+        values.append(StartingValue(field="use_cpu", value=True, reason="the CPU you named: float32, no bf16"))
+    else:
+        values.append(StartingValue(field="bf16", value=True, reason="on a GPU with bf16 (Ampere or newer)"))
     if lora:
         values += [
             StartingValue(field="use_peft", value=True, reason=f"{size_note}: LoRA keeps optimizer state small"),
@@ -87,13 +143,17 @@ def _command(trainer: str, model_name: str, values: list[StartingValue]) -> str:
     )
 
 
-def _model_name(model: str | None) -> str:
+def _model_name(model: str | None, accelerator: Accelerator) -> str:
+    """The model as the next trainer loads it: the embedded model's local copy on a CPU (no Hub needed), its
+    published id on a GPU."""
     if model is None:
         return "<model>"
-    return EMBEDDED_HUB_ID if is_embedded(model) else model
+    if not is_embedded(model):
+        return model
+    return resolve_model_path(model) if accelerator == "cpu" else EMBEDDED_HUB_ID
 
 
-def dpo_handover(model: str | None, given_b: float | None) -> Handover:
+def dpo_handover(model: str | None, given_b: float | None, accelerator: Accelerator = "gpu") -> Handover:
     """Preference pairs: TRL's DPOTrainer on prompt / chosen / rejected.
 
     >>> handover = dpo_handover("embedded:SmolLM2-135M-Instruct", None)
@@ -117,7 +177,7 @@ def dpo_handover(model: str | None, given_b: float | None) -> Handover:
         ),
         StartingValue(field="loss_type", value="sigmoid", reason="the original DPO loss (DPOConfig's default)"),
         StartingValue(field="max_length", value=1024, reason="prompt + response tokens; longer pairs are truncated"),
-        *_common(lora, note),
+        *_common(lora, note, accelerator),
     ]
     return Handover(
         skill="preference-optimization",
@@ -140,7 +200,7 @@ def dpo_handover(model: str | None, given_b: float | None) -> Handover:
             ],
         ),
         install=TRL_INSTALL,
-        command=_command("dpo", _model_name(model), values),
+        command=_command("dpo", _model_name(model, accelerator), values),
         steps=[
             "Put the pairs in prompt/chosen/rejected columns.",
             "Hold out 5-10% of the pairs and watch rewards/accuracies (chosen scored above rejected) on them.",
@@ -150,11 +210,24 @@ def dpo_handover(model: str | None, given_b: float | None) -> Handover:
     )
 
 
-def sft_handover(model: str | None, given_b: float | None, never_succeeded: bool) -> Handover:
-    """Demonstrations (or a model that never succeeds): TRL's SFTTrainer on prompt / completion pairs.
+def sft_handover(
+    model: str | None,
+    given_b: float | None,
+    never_succeeded: bool,
+    accelerator: Accelerator = "gpu",
+    data: DataReading | None = None,
+) -> Handover:
+    """Demonstrations (or a model that never succeeds): TRL's SFTTrainer on prompt / completion pairs, fitted to
+    the data it read (a column of worked solutions is the completions; too few rows are said) and the hardware.
 
     >>> sft_handover(None, 7.0, never_succeeded=True).fine_tune
     'lora'
+    >>> reading = DataReading(source="gsm8k.jsonl", rows=30, too_few=True, demonstrations_column="answer")
+    >>> steps = sft_handover(None, 7.0, True, "cpu", reading).steps
+    >>> print(steps[0]); print(steps[1])  # doctest: +NORMALIZE_WHITESPACE
+    gsm8k.jsonl's column 'answer' already holds worked solutions: they are your demonstrations (prompt -> prompt,
+    answer -> completion).
+    30 rows are too few to fine-tune on (under 50): collect more demonstrations first.
     """
     size, note = _size(model, given_b)
     lora = size is not None and size > LORA_ABOVE_B
@@ -165,7 +238,7 @@ def sft_handover(model: str | None, given_b: float | None, never_succeeded: bool
             reason=f"{note}: SFTConfig's default 2e-5 for a full fine-tune; TRL's LoRA example uses 2e-4",
         ),
         StartingValue(field="max_length", value=1024, reason="SFTConfig's default; longer examples are truncated"),
-        *_common(lora, note),
+        *_common(lora, note, accelerator),
     ]
     steps = ["Collect demonstrations of the target behaviour as prompt/completion rows."]
     if never_succeeded:
@@ -174,6 +247,17 @@ def sft_handover(model: str | None, given_b: float | None, never_succeeded: bool
             "passes will do), as prompt/completion rows.",
             "Fine-tune on them, then run route_check again: GRPO starts once the model succeeds sometimes.",
         ]
+    if data is not None and data.demonstrations_column:
+        steps[0] = (
+            f"{data.source}'s column {data.demonstrations_column!r} already holds worked solutions: they are your "
+            f"demonstrations (prompt -> prompt, {data.demonstrations_column} -> completion)."
+        )
+    if data is not None and data.too_few:
+        steps.insert(
+            1,
+            f"{data.rows} rows are too few to fine-tune on (under {MIN_DEMONSTRATIONS}): collect more "
+            "demonstrations first.",
+        )
     return Handover(
         skill="lora-qlora-recipes",
         method="SFT",
@@ -192,8 +276,9 @@ def sft_handover(model: str | None, given_b: float | None, never_succeeded: bool
                 "(a whole chat) also works.",
             ],
         ),
+        data_read=data,
         install=TRL_INSTALL,
-        command=_command("sft", _model_name(model), values),
+        command=_command("sft", _model_name(model, accelerator), values),
         steps=steps,
         source="TRL 1.16 SFTConfig defaults and trl/scripts/sft.py examples; dataset formats guide",
     )
@@ -236,7 +321,12 @@ def judge_handover() -> Handover:
 
 
 def handover_for(
-    route: str, model: str | None, given_b: float | None, never_succeeded: bool = False
+    route: str,
+    model: str | None,
+    given_b: float | None,
+    never_succeeded: bool = False,
+    accelerator: Accelerator = "gpu",
+    data: DataReading | None = None,
 ) -> Handover | None:
     """The starting point for a route away from GRPO; None for grpo and not-worth-rl (they stay here).
 
@@ -244,9 +334,9 @@ def handover_for(
     ('DPO', None)
     """
     if route == "preference-optimization":
-        return dpo_handover(model, given_b)
+        return dpo_handover(model, given_b, accelerator)
     if route == "lora-qlora-recipes":
-        return sft_handover(model, given_b, never_succeeded)
+        return sft_handover(model, given_b, never_succeeded, accelerator, data)
     if route == "eval-harness-first":
         return judge_handover()
     return None

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from skill.data import ANSWER, prompt_columns, raw_sample
 from skill.errors import SkillError
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.rewards.spec import RewardSpec
@@ -32,7 +33,7 @@ from skill.routing.declared import (
     summarise,
 )
 from skill.routing.evidence import CompletionLengths, RouteEvidence, measure_lengths
-from skill.routing.handover import Handover, handover_for
+from skill.routing.handover import Accelerator, DataReading, Handover, handover_for, read_demonstrations
 from skill.routing.interval_rule import Rate, Verdict, decide
 from skill.routing.probe import ProbeSpec, run_probe
 from skill.routing.probe_time import (
@@ -62,6 +63,7 @@ VERIFIABLE: tuple[str, ...] = ("unit_tests", "parser_schema", "tool_call_schema"
 Route = Literal[
     "grpo", "lora-qlora-recipes", "preference-optimization", "eval-harness-first", "not-worth-rl", "sample-more"
 ]
+DATA_SAMPLE = 64  # rows an SFT handover reads for a column of worked solutions
 MOST_CUT = 0.5  # a probe that cut more than this share of its completions decides no route for good
 NEXT_STEP = {  # by route, for measured evidence
     "grpo": "Inspect the rewards on these samples (inspect_rewards with route_decision_id), then emit the config.",
@@ -87,6 +89,9 @@ class RouteRequest(BaseModel):
     )
     parameters_billions: float | None = Field(
         default=None, gt=0, description="Its size in billions; by default read from the model's config.json."
+    )
+    accelerator: Accelerator = Field(
+        default="gpu", description="What a route-away starting point trains on: 'cpu' drops bf16 and the Hub."
     )
 
 
@@ -352,6 +357,19 @@ def _probed_decision(
     return decision, samples, rows
 
 
+def _task_data(probe: ProbeSpec | None) -> DataReading | None:
+    """What an SFT handover reads of the task's data: the probe's dataset or rows (prompts alone say nothing)."""
+    if probe is None or probe.prompts is not None:
+        return None
+    if probe.rows is not None:
+        return read_demonstrations(probe.rows[:DATA_SAMPLE], len(probe.rows), "the probe's rows", {probe.prompt_column})
+    spec = probe.dataset
+    assert spec is not None  # the one source left
+    rows, total = raw_sample(spec, DATA_SAMPLE)
+    prompt = set(prompt_columns(spec.prompt_template)) if spec.prompt_template else {spec.prompt_column}
+    return read_demonstrations(rows, total, spec.name, prompt, spec.answer_column or ANSWER)
+
+
 def _provisional_when_cut(decision: RouteDecision, budget: int) -> None:
     """A probe that cut most completions at its budget measured the budget, not the model (a cut completion has
     no answer): its route is provisional, with the budget to probe again at."""
@@ -396,6 +414,9 @@ def route_check(
         decision = (_declared_decision if request.declared else _provisional_decision)(request, route_id)
     model = request.model or (request.probe.model if request.probe else None)
     never = decision.basis in ("measured", "declared")  # SFT because it never succeeded, not for demonstrations
-    decision.handover = handover_for(decision.route, model, request.parameters_billions, never)
+    data = _task_data(request.probe) if decision.route == "lora-qlora-recipes" else None
+    decision.handover = handover_for(
+        decision.route, model, request.parameters_billions, never, request.accelerator, data
+    )
     save_route(decision, samples, rows)
     return decision
