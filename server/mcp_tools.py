@@ -297,9 +297,8 @@ def run_status_tool(
         Field(
             ge=0,
             le=MAX_WAIT_SECONDS,
-            description=f"Wait up to this long for the run to end (or reach until_step), with progress at least every "
-            f"5 s. Above {DEFAULT_WAIT_SECONDS:g} s only for a client that resets its timeout on progress; most stop "
-            "at 60 s. 0 answers at once.",
+            description=f"Wait up to this long for the run to end or reach until_step, with progress every 5 s; "
+            f"over {DEFAULT_WAIT_SECONDS:g} s only if your client resets its timeout on progress.",
         ),
     ] = DEFAULT_WAIT_SECONDS,
     until_step: Annotated[

@@ -6,6 +6,8 @@ import pytest
 
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
+from skill.memory.estimate import MemoryRequest, estimate_memory
+from skill.models.size import resolve_shape
 from skill.recipe.checking.trl_contract import recipe_grpo_config, supported_choices
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
@@ -149,8 +151,6 @@ def test_overrides_win_and_are_recorded():
         ({"overrides": {"learning_rat": 1e-6}}, "Close matches: learning_rate"),
         ({"overrides": {"loss_type": "nonsense"}}, "loss_type='nonsense' is not handled"),
         ({"overrides": {"per_device_train_batch_size": 3, "gradient_accumulation_steps": 1}}, "not divisible"),
-        ({"variant": "grpo_plus_plus"}, "Unknown variant 'grpo_plus_plus'"),
-        ({"symptoms": ["sadness"]}, "Unknown symptom 'sadness'"),
         ({"model": ModelSpec(name="./no-such-model")}, "Or send model.parameters_billions"),  # no network asked
         ({"rewards": [RewardSpec(name="format", role="format")]}, "No reward checks correctness"),
         ({"method": "qlora", "hardware": HardwareSpec(accelerator="cpu")}, "QLoRA needs a CUDA GPU"),
@@ -162,6 +162,18 @@ def test_bad_requests_say_what_to_send(changes, expected):
         emit_grpo_config(request(**changes))
     assert expected in str(caught.value)
     assert caught.value.fix, "every refusal says what to send instead"
+
+
+@pytest.mark.parametrize(
+    ("changes", "choices"),
+    [({"variant": "grpo_plus_plus"}, ["'gspo'", "'dapo'"]), ({"symptoms": ["sadness"]}, ["'entropy_collapse'"])],
+)
+def test_variants_and_symptoms_are_enums_whose_error_lists_the_choices(changes, choices):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        request(**changes)
+    assert all(choice in str(caught.value) for choice in choices)
 
 
 def test_divisibility_uses_the_targets_world_size():
@@ -244,3 +256,18 @@ def test_recipe_carries_its_memory_estimate_following_its_own_dtype():
     # A LoRA base in bf16: ~2.9 GiB, plus the float32 adapters.
     assert 2.7 < lora["components"]["weights"] < 3.2
     assert any(line.startswith("Memory: peak") for line in recipe.provenance.validation)
+
+
+def test_estimate_memory_by_default_assumes_what_the_recipe_runs():
+    """The issue's 8xH100 full fine-tune: a default estimate_memory request for the same model, GPUs and method
+    assumed bf16 weights under DDP (95-104 GiB) while the recipe loads float32 master weights (199.5 GiB) and
+    shards them with ZeRO-3. Both now follow one precision rule and one sharding decision."""
+    hardware = HardwareSpec(gpu_model="H100", gpus_per_node=8)
+    model = "Qwen/Qwen2.5-7B-Instruct"
+    recipe = emit_grpo_config(request(model=ModelSpec(name=model), hardware=hardware, method="full"))
+    default = estimate_memory(MemoryRequest(model=model, hardware=hardware, method="full"))
+    assert recipe.grpo.model_init_kwargs["dtype"] == "float32" and recipe.launch.sharding == "zero3"
+    assert default.sharding == recipe.provenance.memory_estimate["sharding"] == "zero3" and default.fits
+    assert default.sharding_reason.startswith("ZeRO-3: with DDP each GPU would need 19")  # fp32 masters: ~190 GiB
+    ddp = estimate_memory(MemoryRequest(model=model, hardware=hardware, method="full", sharding="none"))
+    assert ddp.components.weights == pytest.approx(resolve_shape(model).parameters() * 4 / 2**30)

@@ -133,16 +133,16 @@ def test_the_dtype_followed_is_the_one_asked_for():
 
 
 def test_checkpointing_cuts_activations():
-    on = estimate(model="Qwen/Qwen2.5-3B", activation_checkpointing=True).components.activations
-    off = estimate(model="Qwen/Qwen2.5-3B", activation_checkpointing=False).components.activations
+    on = estimate(model="Qwen/Qwen2.5-3B", dtype="bfloat16", activation_checkpointing=True).components.activations
+    off = estimate(model="Qwen/Qwen2.5-3B", dtype="bfloat16", activation_checkpointing=False).components.activations
     assert off > 5 * on
 
 
 def test_zero3_shards_weights_and_zero2_does_not():
-    node = HardwareSpec(gpu_model="H100", gpus_per_node=8)
-    single = estimate(model="Qwen/Qwen2.5-7B", hardware=node, training_processes=8, use_vllm=False)
-    zero2 = estimate(model="Qwen/Qwen2.5-7B", hardware=node, training_processes=8, use_vllm=False, sharding="zero2")
-    zero3 = estimate(model="Qwen/Qwen2.5-7B", hardware=node, training_processes=8, use_vllm=False, sharding="zero3")
+    node = {"hardware": HardwareSpec(gpu_model="H100", gpus_per_node=8), "training_processes": 8, "dtype": "bfloat16"}
+    single = estimate(model="Qwen/Qwen2.5-7B", use_vllm=False, sharding="none", **node)
+    zero2 = estimate(model="Qwen/Qwen2.5-7B", use_vllm=False, sharding="zero2", **node)
+    zero3 = estimate(model="Qwen/Qwen2.5-7B", use_vllm=False, sharding="zero3", **node)
     parameters = resolve_shape("Qwen/Qwen2.5-7B").parameters()
     assert zero2.components.weights == pytest.approx(single.components.weights)
     # DeepSpeed keeps float32 master weights and Adam moments: 12 B per parameter, sharded over 8.
@@ -361,10 +361,9 @@ def test_colocated_vllm_tensor_parallel_splits_its_weights():
 
 
 def test_padding_free_batches_hold_the_mean_length_without_a_mask():
-    padded = estimate(model="Qwen/Qwen2.5-3B", prompt_length=1024, completion_length=1024)
-    packed = estimate(
-        model="Qwen/Qwen2.5-3B", prompt_length=1024, completion_length=1024, padding_free=True, mean_sequence_length=512
-    )
+    lengths = {"model": "Qwen/Qwen2.5-3B", "dtype": "bfloat16", "prompt_length": 1024, "completion_length": 1024}
+    padded = estimate(**lengths)
+    packed = estimate(**lengths, padding_free=True, mean_sequence_length=512)
     assert packed.components.activations < padded.components.activations / 3
     assert "padding-free batches of 512 tokens" in " ".join(packed.assumptions)
 

@@ -94,7 +94,7 @@ def test_a_valid_tensor_parallel_size_is_accepted_and_halves_vllms_weights():
 @pytest.mark.parametrize("sharding", ["zero3", "fsdp"])
 def test_parameter_offload_never_raises_the_estimate_and_gathered_layers_count_without_it(sharding):
     hardware = HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=8)
-    base = {"shape": LLAMA_70B, "hardware": hardware, "method": "full", "sharding": sharding}
+    base = {"shape": LLAMA_70B, "hardware": hardware, "method": "full", "sharding": sharding, "dtype": "bfloat16"}
     plain = estimate_components(MemoryRequest(**base))[1]
     offloaded = estimate_components(MemoryRequest(**base, offload_optimizer=True, offload_parameters=True))[1]
     assert offloaded.peak_train_gib < plain.peak_train_gib

@@ -66,7 +66,9 @@ def test_colocated_tensor_parallel_splits_only_what_does_not_fit():
 
 
 def test_sleep_mode_is_on_only_when_it_makes_colocated_memory_fit():
-    short = MemoryRequest(model="Qwen/Qwen2.5-1.5B-Instruct", hardware=HardwareSpec(gpu_model="L4"), beta=0.01)
+    short = MemoryRequest(
+        model="Qwen/Qwen2.5-1.5B-Instruct", hardware=HardwareSpec(gpu_model="L4"), beta=0.01, dtype="bfloat16"
+    )
     field, value, reason = sleep_mode_decision(short, 1.54, 6.7)
     assert (field, value) == ("vllm_enable_sleep_mode", True)
     assert "does not fit" in reason and "sleep(level=2)" in reason and "no host copy" in reason
@@ -134,6 +136,7 @@ def test_beta_zero_is_the_first_remedy_when_it_is_the_cheapest_that_fits():
     request = MemoryRequest(
         model="Qwen/Qwen2.5-7B-Instruct",
         hardware=HardwareSpec(gpu_model="H100"),
+        dtype="bfloat16",
         beta=0.01,
         use_vllm=False,
         per_device_train_batch_size=1,

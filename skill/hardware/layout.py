@@ -23,6 +23,7 @@ from skill.hardware.specs import HardwareSpec
 Sharding = Literal["ddp", "zero2", "zero3", "fsdp2"]
 # The memory model's name for each (skill.memory.schema's ``sharding``).
 MEMORY_SHARDING = {"ddp": "none", "zero2": "zero2", "zero3": "zero3", "fsdp2": "fsdp"}
+LAUNCH_SHARDING = {memory: launch for launch, memory in MEMORY_SHARDING.items()}  # the memory estimate's names back
 
 
 class LaunchPlan(BaseModel):

@@ -45,7 +45,7 @@ from skill.memory.placement import (
     model_state_bytes,
     precision_note,
 )
-from skill.memory.precision import autocast_copy_bytes, compute_dtype, module_dtype
+from skill.memory.precision import autocast_copy_bytes, compute_dtype, load_dtype, module_dtype
 from skill.memory.schema import (
     ALLOCATOR_SLACK,
     CPU_PROCESS_GIB,
@@ -65,12 +65,8 @@ from skill.models.size import resolve_shape
 
 
 def weight_dtype(request: MemoryRequest) -> str:
-    """The dtype the weights load in: the request's, else fp32 on CPU and bf16 (fp16 without bf16) on GPUs."""
-    if request.dtype is not None:
-        return request.dtype
-    if request.hardware.accelerator == "cpu":
-        return "float32"
-    return "bfloat16" if request.hardware.bf16 else "float16"
+    """The dtype the weights load in: the request's, else the one a recipe for its target and method loads."""
+    return request.dtype if request.dtype is not None else load_dtype(request.hardware, request.method)
 
 
 def saved_activation_bytes_per_token(
@@ -154,7 +150,10 @@ class Generation(NamedTuple):
 
 
 def with_shape(request: MemoryRequest) -> MemoryRequest:
-    """The request with its model's shape filled in (an explicit ``shape`` wins over ``model``)."""
+    """The request with its model's shape filled in (an explicit ``shape`` wins over ``model``), and DDP where it
+    names no sharding (``estimate_memory`` decides one before it gets here)."""
+    if request.sharding is None:
+        request = request.model_copy(update={"sharding": "none"})
     if request.shape is not None:
         return request
     if request.model is None:

@@ -16,10 +16,60 @@ from skill.memory.search import smallest_configuration
 from skill.timing.estimate import StepTimeRequest, estimate_step_time
 
 # The face the tools and the server import; the contracts are defined in memory.schema.
-__all__ = ["MemoryEstimate", "MemoryRequest", "estimate_memory"]
+__all__ = ["MemoryEstimate", "MemoryRequest", "decide_sharding", "estimate_memory"]
 
 # Below this share of the device left free, remedies are offered even though the estimate fits.
 LOW_HEADROOM = 0.1
+
+
+def decide_sharding(request: MemoryRequest) -> tuple[MemoryRequest, str]:
+    """The request under the sharding it asks for, or (without one) the one a recipe's launch plan takes: DDP when
+    the whole training state fits on each GPU (sharding would only add communication), else ZeRO-3, which shards
+    weights, gradients and optimizer states over the training processes; with the reason ("" for the request's
+    own). A CPU target runs DDP
+    over gloo, one training process has nothing to shard over, and an NF4 base stays DDP (sharding it needs
+    ``bnb_4bit_quant_storage``, which no recipe sets).
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> node = HardwareSpec(gpu_model="H100", gpus_per_node=8)
+    >>> decide_sharding(MemoryRequest(model="Qwen/Qwen2.5-7B-Instruct", hardware=node))[0].sharding
+    'zero3'
+    >>> decide_sharding(MemoryRequest(model="Qwen/Qwen2.5-0.5B-Instruct", hardware=node))[1][:48]
+    'DDP: each GPU holds the whole training state (es'
+    """
+    if request.sharding is not None:
+        return request, ""  # the caller's: its reason is the caller's (a recipe's launch plan states it)
+    ddp = with_shape(request.model_copy(update={"sharding": "none"}))  # the shape read once, for every estimate
+    if request.hardware.accelerator == "cpu":
+        return ddp, "DDP over gloo: CPU processes, each holding a whole model copy (run_grpo checks the RAM)."
+    processes = request.training_processes or max(1, request.hardware.total_gpus)
+    if processes == 1:
+        return ddp, "one training process: nothing to shard over."
+    whole = estimate_components(ddp)[1]
+    if whole.fits:
+        return ddp, (
+            f"DDP: each GPU holds the whole training state (estimated peak {whole.peak_gib:.1f} of "
+            f"{whole.capacity_gib:.1f} GiB); sharding would only add communication."
+        )
+    if request.method == "qlora":
+        return ddp, (
+            f"DDP: the estimated peak ({whole.peak_gib:.1f} GiB) does not fit {whole.capacity_gib:.1f} GiB, but "
+            "sharding an NF4 base needs bnb_4bit_quant_storage, which the recipe does not set; see the remedies."
+        )
+    zero3 = ddp.model_copy(update={"sharding": "zero3"})
+    sharded = estimate_components(zero3)[1]
+    reason = (
+        f"ZeRO-3: with DDP each GPU would need {whole.peak_gib:.1f} GiB of {whole.capacity_gib:.1f}; sharding "
+        f"weights, gradients and optimizer states over {processes} training processes brings it to "
+        f"{sharded.peak_gib:.1f} GiB"
+    )
+    if not sharded.fits:
+        reason += ", which still does NOT fit (see the remedies)"
+    else:
+        zero2 = estimate_components(ddp.model_copy(update={"sharding": "zero2"}))[1]
+        if zero2.fits:
+            reason += f"; ZeRO-2 also fits ({zero2.peak_gib:.1f} GiB, less communication): send sharding='zero2'"
+    return zero3, reason + "."
 
 
 def estimate_memory(request: MemoryRequest) -> MemoryEstimate:
@@ -29,10 +79,12 @@ def estimate_memory(request: MemoryRequest) -> MemoryEstimate:
     >>> estimate = estimate_memory(MemoryRequest(model="Qwen/Qwen2.5-7B-Instruct",
     ...     hardware=HardwareSpec(gpu_model="H100"), method="full"))
     >>> estimate.fits, [remedy.name for remedy in estimate.remedies if remedy.fits][:2]
-    (False, ['vllm_sleep_mode', 'adamw_8bit'])
+    (False, ['lora', 'qlora'])
     """
+    request, sharding = decide_sharding(request)
     request = with_shape(request)
     estimate = estimate_components(request)[1]
+    estimate.sharding, estimate.sharding_reason = request.sharding, sharding
     estimate.time_estimate = step_time_line(request)
     if not estimate.fits or estimate.headroom_gib < LOW_HEADROOM * estimate.capacity_gib:
         estimate.remedies = remedies(request)

@@ -11,13 +11,29 @@ themselves (no whole copy); ZeRO holds the module itself in half precision
 (``module_dtype``). On CPU everything stays in the load dtype. TRL 1.16 casts QLoRA adapters to
 bf16; PEFT keeps LoRA adapters in float32.
 
-May import: ``memory.schema``, ``models.shapes``.
+May import: ``memory.schema``, ``models.shapes``, ``hardware.specs``.
 """
 
 from __future__ import annotations
 
+from skill.hardware.specs import HardwareSpec
 from skill.memory.schema import MemoryRequest
 from skill.models.shapes import DTYPE_BYTES, ModelShape
+
+
+def load_dtype(hardware: HardwareSpec, method: str) -> str:
+    """The dtype a GRPO run loads its weights in, the rule every recipe follows (``recipe.deciding.precision``
+    gives its reasons) and every memory estimate assumes unless told otherwise: float32 on a CPU, and a full
+    fine-tune's float32 master weights on a GPU (trained under half-precision autocast); the frozen base of LoRA
+    and QLoRA in half precision (bf16, fp16 on GPUs without it).
+
+    >>> h100 = HardwareSpec(gpu_model="H100")
+    >>> load_dtype(h100, "full"), load_dtype(h100, "lora"), load_dtype(HardwareSpec(gpu_model="T4"), "qlora")
+    ('float32', 'bfloat16', 'float16')
+    """
+    if hardware.accelerator == "cpu" or method == "full":
+        return "float32"
+    return "bfloat16" if hardware.bf16 else "float16"
 
 
 def mixed_precision(request: MemoryRequest) -> bool:
@@ -69,7 +85,7 @@ def autocast_copy_bytes(request: MemoryRequest, shape: ModelShape, weights: str)
     >>> from skill.models.shapes import SHAPES
     >>> shape = SHAPES["qwen2.5-7b"].shape
     >>> round(autocast_copy_bytes(MemoryRequest(shape=shape, hardware=HardwareSpec(gpu_model="H100"),
-    ...     dtype="float32"), shape, "float32") / 2**30, 1)
+    ...     dtype="float32", sharding="none"), shape, "float32") / 2**30, 1)
     13.2
     """
     compute = compute_dtype(request, weights)

@@ -50,12 +50,14 @@ class MemoryRequest(BaseModel):
     hardware: HardwareSpec
     method: Method = "full"
     dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
-        default=None, description="Weight dtype; default: bf16 / fp16 / fp32 as the GPU or CPU supports."
+        default=None,
+        description="Weight dtype; default: as a recipe loads them.\n\nFloat32 on CPU and for a full fine-tune's "
+        "master weights (trained under bf16/fp16 autocast); bf16 (fp16 without it) for a LoRA or QLoRA base.",
     )
     mixed_precision: bool | None = Field(
         default=None,
-        description="bf16/fp16 autocast (GRPOConfig bf16/fp16); weights stay in `dtype` (fp32 masters in a full "
-        "fine-tune); default: on GPUs.",
+        description="bf16/fp16 autocast; default: on GPUs.\n\nGRPOConfig bf16/fp16: weights stay in `dtype` "
+        "(float32 masters in a full fine-tune); matmuls, activations and vLLM run in half precision.",
     )
     lora_r: int = Field(default=16, gt=0)
     lora_targets: Literal["all-linear", "attention"] = "all-linear"
@@ -93,9 +95,10 @@ class MemoryRequest(BaseModel):
         description="GRPOConfig's field: under ZeRO-3, generation without vLLM gathers the whole model (TRL's "
         "default); False fetches one layer at a time (slower, no full copy).",
     )
-    sharding: Sharding = Field(
-        default="none",
-        description="none: DDP (whole state on each GPU); zero1/zero2/zero3: DeepSpeed (bf16 weights, float32 "
+    sharding: Sharding | None = Field(
+        default=None,
+        description="Default: DDP when the whole state fits each GPU, else ZeRO-3 (as a recipe decides).\n\n"
+        "none: DDP (whole state on each GPU); zero1/zero2/zero3: DeepSpeed (bf16 weights, float32 "
         "master weights and Adam moments sharded; ZeRO-2 also shards gradients, ZeRO-3 the weights); fsdp: FSDP2 "
         "(everything sharded in the load dtype, gathered in half precision per layer).",
     )
@@ -185,6 +188,8 @@ class MemoryEstimate(BaseModel):
     )
     vllm_kv_cache_tokens: int | None = Field(default=None, description="Tokens the colocated vLLM cache can hold.")
     offloaded_to_cpu_gib: float = Field(default=0.0, description="Host RAM per process that the offload takes.")
+    sharding: str = Field(default="none", description="The sharding estimated (the request's, or the one decided).")
+    sharding_reason: str = Field(default="", description="Why that sharding, when it was decided here.")
     time_estimate: str | None = Field(
         default=None, description="Seconds per step by part (references/grpo-step-time.md); None when unknown."
     )

@@ -19,7 +19,8 @@ at the seed's learning rate 5e-7 almost every update rounds away and pure-bf16 w
 
 Pure half-precision weights in a full fine-tune are an explicit opt-in: an override of
 ``model_init_kwargs.dtype`` with a stated reason (e.g. an optimizer with stochastic rounding or Kahan
-summation), refused otherwise. May import: ``hardware.specs``, ``errors``.
+summation), refused otherwise. The dtype rule itself is ``memory.precision.load_dtype`` (the memory estimate
+assumes it too). May import: ``hardware.specs``, ``memory.precision``, ``errors``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from skill.errors import SkillError
 from skill.grpo_fields import GRPOFields
 from skill.hardware.specs import HardwareSpec
+from skill.memory.precision import load_dtype
 
 HALF_DTYPES = ("bfloat16", "float16")
 
@@ -57,7 +59,7 @@ def precision_fields(hardware: HardwareSpec, method: str) -> list[tuple[str, Any
         return [
             ("bf16", False, "CPU: train in fp32 (mixed precision gains nothing here)"),
             ("fp16", False, "CPU: train in fp32"),
-            ("model_init_kwargs", {"dtype": "float32"}, "load the weights in the training dtype"),
+            ("model_init_kwargs", {"dtype": load_dtype(hardware, method)}, "load the weights in the training dtype"),
         ]
     half = "bfloat16" if hardware.bf16 else "float16"
     if hardware.bf16:
@@ -70,22 +72,23 @@ def precision_fields(hardware: HardwareSpec, method: str) -> list[tuple[str, Any
             ("bf16", False, "the GPU has no bf16 (pre-Ampere, e.g. T4/V100)"),
             ("fp16", True, "fp16 autocast with loss scaling on a GPU without bf16; weights keep their load dtype"),
         ]
+    dtype = load_dtype(hardware, method)
     if method == "full":
         init = (
-            {"dtype": "float32"},
+            {"dtype": dtype},
             f"fp32 master weights trained under {half} autocast: AdamW moves a weight by about the learning rate per "
             "step, which a bf16 weight of magnitude 0.02 (spacing 1.2e-4) rounds away at lr 5e-7, so pure-bf16 "
             "weights barely train (bench/RESULTS.md, weights moved); costs fp32 weights, gradients and Adam states",
         )
     elif method == "lora":
         init = (
-            {"dtype": half},
+            {"dtype": dtype},
             f"the frozen base loads in {half}; PEFT keeps the trained LoRA adapters in float32 "
             "(autocast_adapter_dtype=True), so their updates are not rounded away",
         )
     else:
         init = (
-            {"dtype": half, "quantization_config": nf4_config(half)},
+            {"dtype": dtype, "quantization_config": nf4_config(dtype)},
             f"NF4 base computing in {half}; TRL 1.16 casts QLoRA adapters to bf16 (the QLoRA paper), so their "
             "updates are bf16-rounded (LoRA keeps them in float32)",
         )

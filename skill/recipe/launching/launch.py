@@ -26,8 +26,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
-from skill.hardware.layout import NodeLayout, Sharding, cpu_processes_plan, gpu_list, node_layouts
-from skill.memory.estimate import estimate_memory
+from skill.hardware.layout import LAUNCH_SHARDING, NodeLayout, Sharding, cpu_processes_plan, gpu_list, node_layouts
+from skill.memory.estimate import decide_sharding
 from skill.recipe.checking.plan_checks import (
     refuse_unlaunchable,
     refuse_whole_model_gather,
@@ -69,41 +69,13 @@ class LaunchFiles(BaseModel):
 
 
 def default_sharding(recipe: GRPORecipe) -> tuple[Sharding, str]:
-    """DDP when the whole training state fits on each GPU (sharding would only add communication), else
-    ZeRO-3, which shards weights, gradients and optimizer states over the training processes. A CPU target runs
-    DDP over gloo (DeepSpeed and FSDP2 plans are for GPUs)."""
-    if recipe.hardware.accelerator == "cpu":
-        return "ddp", "DDP over gloo: CPU processes, each holding a whole model copy (run_grpo checks the RAM)."
-    if recipe.launch.training_processes == 1:
-        return "ddp", "one training process: nothing to shard over."
+    """The sharding memory decides for the recipe (``memory.estimate.decide_sharding``: DDP when the whole training
+    state fits each GPU, else ZeRO-3), as a launch plan names it."""
     try:
-        whole = estimate_memory(memory_request(recipe, "ddp"))
+        request, reason = decide_sharding(memory_request(recipe, "ddp").model_copy(update={"sharding": None}))
     except SkillError as exc:
         return "ddp", f"DDP: memory not estimated ({exc.problem}); pass sharding='zero3' if a GPU cannot hold it."
-    if whole.fits:
-        return "ddp", (
-            f"DDP: each GPU holds the whole training state (estimated peak {whole.peak_gib:.1f} of "
-            f"{whole.capacity_gib:.1f} GiB); sharding would only add communication."
-        )
-    if recipe.method == "qlora":
-        return "ddp", (
-            f"DDP: the estimated peak ({whole.peak_gib:.1f} GiB) does not fit {whole.capacity_gib:.1f} GiB, but "
-            "sharding an NF4 base needs bnb_4bit_quant_storage, which the recipe does not set; see the remedies."
-        )
-    processes = recipe.launch.training_processes
-    zero3 = estimate_memory(memory_request(recipe, "zero3"))
-    zero2 = estimate_memory(memory_request(recipe, "zero2"))
-    reason = (
-        f"ZeRO-3: with DDP each GPU would need {whole.peak_gib:.1f} GiB of {whole.capacity_gib:.1f}; sharding "
-        f"weights, gradients and optimizer states over {processes} training processes brings it to "
-        f"{zero3.peak_gib:.1f} GiB"
-    )
-    if not zero3.fits:
-        fixes = ", ".join(remedy.name for remedy in zero3.remedies if remedy.fits) or "none found"
-        reason += f", which still does NOT fit (remedies: {fixes})"
-    elif zero2.fits:
-        reason += f"; ZeRO-2 also fits ({zero2.peak_gib:.1f} GiB, less communication): pass sharding='zero2'"
-    return "zero3", reason + "."
+    return LAUNCH_SHARDING[request.sharding], reason
 
 
 def with_sharding(recipe: GRPORecipe, sharding: Sharding | None = None) -> GRPORecipe:

@@ -55,7 +55,9 @@ def time_limit_seconds(text: str) -> int:
 
 
 class SlurmSettings(BaseModel):
-    """What the cluster needs that the recipe cannot know (nodes, GPUs and trainers per node are its plan's)."""
+    """A Slurm cluster's settings.
+
+    What the cluster needs that the recipe cannot know (nodes, GPUs and trainers per node are its plan's)."""
 
     model_config = ConfigDict(extra="forbid")
 
