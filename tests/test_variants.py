@@ -115,3 +115,28 @@ def test_every_loss_trl_ships_has_a_variant():
     assert all(f"'{loss}'" in GRPOConfig.__dataclass_fields__["loss_type"].metadata["help"] for loss in shipped)
     reachable = {delta.value for v in VARIANTS for delta in v.config if delta.field == "loss_type"} | {"dapo"}
     assert reachable - {"dapo"} >= shipped - {"dapo"} and set(LOSS_METRICS) == {v.name for v in LOSS_VARIANTS}
+
+
+@pytest.mark.parametrize("symptom", ["entropy_collapse", "many_truncated_completions"])
+def test_a_suggested_reward_passes_the_reward_mix_check_with_the_rewards_it_joins(symptom):
+    """The issue: the DAPO variant suggested a shaping weight of 1.0, which the reward-mix check then warned about
+    (shaping reaching correctness). The suggestion is weighed against the request's own rewards."""
+    from skill.rewards.composite import check_composite
+
+    rewards = [
+        RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "answer_tag"}),
+        RewardSpec(name="exact_match", role="correctness", weight=1.0),
+        RewardSpec(name="length_penalty", role="shaping", weight=0.2),
+    ]
+    recipe = emit_grpo_config(
+        RecipeRequest(
+            hardware=HardwareSpec(gpu_model="H100"),
+            method="lora",
+            rewards=rewards,
+            dataset=DatasetSpec(name="embedded:addition"),
+            symptoms=[symptom],
+        )
+    )
+    suggested = [other.reward for other in recipe.variant.other if other.reward is not None]
+    assert suggested and all(0 < reward.weight <= 0.4 for reward in suggested)
+    assert all(check_composite([*rewards, reward]).ok for reward in suggested)

@@ -361,7 +361,8 @@ def _decide_kwargs(
         build.set("max_steps", request.max_steps, "override", "requested run length")
     variant = None
     if request.variant or request.symptoms:
-        variant = apply_variants(build.trl, [request.variant] if request.variant else [], request.symptoms)
+        named = [request.variant] if request.variant else []
+        variant = apply_variants(build.trl, named, request.symptoms, request.rewards)
         for field, owner in variant.changes.items():
             build.set(field, getattr(build.fields, field), "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
     if "sharding" in request.overrides:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
-from skill.rewards.spec import RewardSpec
+from skill.rewards.spec import CORRECTNESS_ROLES, RewardSpec
 
 
 class ConfigDelta(BaseModel):
@@ -317,8 +317,11 @@ def select_variants(names: list[str], symptoms: list[str]) -> tuple[list[Variant
     return ordered, list(symptoms)
 
 
-def apply_variants(config: dict[str, Any], names: list[str], symptoms: list[str]) -> AppliedVariants:
-    """Apply variants to ``config`` in place; on a shared field the higher precedence wins.
+def apply_variants(
+    config: dict[str, Any], names: list[str], symptoms: list[str], rewards: list[RewardSpec] | None = None
+) -> AppliedVariants:
+    """Apply variants to ``config`` in place; on a shared field the higher precedence wins. A reward a variant
+    suggests is weighed against ``rewards`` so that adding it passes the reward-mix check (``fitted_reward``).
 
     >>> config = {"loss_type": "dapo", "scale_rewards": "group", "epsilon": 0.2}
     >>> applied = apply_variants(config, ["dr_grpo", "gspo"], [])
@@ -335,5 +338,27 @@ def apply_variants(config: dict[str, Any], names: list[str], symptoms: list[str]
                 continue
             config[delta.field] = delta.apply(config.get(delta.field))
             applied.changes[delta.field] = variant.name
-        applied.other.extend(variant.other)
+        for other in variant.other:
+            if other.reward is not None and rewards is not None:
+                other = other.model_copy(update={"reward": fitted_reward(other.reward, rewards)})
+            applied.other.append(other)
     return applied
+
+
+def fitted_reward(suggested: RewardSpec, rewards: list[RewardSpec]) -> RewardSpec:
+    """A suggested shaping reward weighed so that the rewards with it still pass the reward-mix check: half the
+    room the correctness weight leaves above the shaping already there (the check warns once shaping reaches
+    correctness), never more than it suggests.
+
+    >>> rewards = [RewardSpec(name="format", role="format", weight=0.2),
+    ...     RewardSpec(name="exact_match", role="correctness", weight=1.0)]
+    >>> fitted_reward(SOFT_OVERLONG_REWARD, rewards).weight
+    0.5
+    >>> from skill.rewards.composite import check_composite
+    >>> check_composite([*rewards, fitted_reward(SOFT_OVERLONG_REWARD, rewards)]).ok
+    True
+    """
+    correctness = sum(spec.weight for spec in rewards if spec.role in CORRECTNESS_ROLES)
+    shaping = sum(abs(spec.weight) for spec in rewards if spec.role == "shaping")
+    room = max(0.0, correctness - shaping)
+    return suggested.model_copy(update={"weight": round(min(suggested.weight, room / 2), 3)})
