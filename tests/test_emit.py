@@ -9,7 +9,7 @@ from skill.hardware.specs import HardwareSpec
 from skill.memory.estimate import MemoryRequest, estimate_memory
 from skill.models.size import resolve_shape
 from skill.recipe.checking.trl_contract import recipe_grpo_config, supported_choices
-from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.emit import RecipeRequest, emit_as_asked, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 
@@ -74,7 +74,7 @@ def test_several_gpus_use_a_separate_vllm_server():
 
 
 def test_large_model_gets_tensor_parallel_vllm_server():
-    recipe = emit_grpo_config(
+    recipe = emit_as_asked(  # 153.7 GiB per GPU under DDP: emit_grpo_config refuses it (the remedy is QLoRA)
         request(
             model=ModelSpec(name="meta-llama/Llama-3.1-70B-Instruct"),
             method="lora",
@@ -97,7 +97,7 @@ def test_cpu_target_has_no_vllm_and_trains_in_fp32():
 
 
 def test_gpu_without_bf16_trains_in_fp16():
-    recipe = emit_grpo_config(request(hardware=HardwareSpec(gpu_model="T4")))
+    recipe = emit_as_asked(request(hardware=HardwareSpec(gpu_model="T4")))  # a 1.5B full fine-tune: 41 of 15 GiB
     assert recipe.trl["fp16"] is True and recipe.trl["bf16"] is False
     assert recipe.trl["model_init_kwargs"]["dtype"] == "float32"  # fp32 master weights under fp16 autocast
     lora = emit_grpo_config(request(hardware=HardwareSpec(gpu_model="T4"), method="lora"))
@@ -271,3 +271,26 @@ def test_estimate_memory_by_default_assumes_what_the_recipe_runs():
     assert default.sharding_reason.startswith("ZeRO-3: with DDP each GPU would need 19")  # fp32 masters: ~190 GiB
     ddp = estimate_memory(MemoryRequest(model=model, hardware=hardware, method="full", sharding="none"))
     assert ddp.components.weights == pytest.approx(resolve_shape(model).parameters() * 4 / 2**30)
+
+
+def test_a_recipe_that_does_not_fit_is_fixed_keeping_method_and_hardware_or_refused_with_the_remedies():
+    """The issue: a recipe that "does NOT fit" the hardware it was asked for, with no way to ask for the remedy.
+    Now emit applies the cheapest remedy that keeps the method, the hardware and the caller's own overrides, and
+    says so; when none does, it refuses and lists every remedy that fits."""
+    small = {"model": ModelSpec(name="Qwen/Qwen2.5-0.5B-Instruct"), "hardware": HardwareSpec(gpu_model="T4")}
+    asked = {"max_completion_length": 1024, "vllm_gpu_memory_utilization": 0.45}
+    assert emit_as_asked(request(**small, method="full", overrides=asked)).provenance.memory_estimate["fits"] is False
+    fixed = emit_grpo_config(request(**small, method="full", overrides=asked))
+    assert fixed.method == "full" and fixed.hardware == small["hardware"]
+    assert fixed.provenance.memory_estimate["fits"] is True
+    assert all(fixed.trl[field] == value for field, value in asked.items())  # the caller's choices kept
+    [line] = [line for line in fixed.provenance.validation if line.startswith("Memory: as asked it does NOT fit")]
+    remedied = {r.field: r.reason for r in fixed.reasons if r.reason.startswith("memory remedy")}
+    assert remedied and not set(remedied) & set(asked)  # only what the remedy changed is credited to it
+    names = {reason.split(":")[0].removeprefix("memory remedy ") for reason in remedied.values()}
+    assert len(names) == 1 and f"; {names.pop()} makes it fit" in line
+
+    with pytest.raises(SkillError) as refused:  # the issue's 7B full fine-tune on one H100: 193 GiB
+        emit_grpo_config(request(model=ModelSpec(name="Qwen/Qwen2.5-7B-Instruct"), method="full"))
+    assert "does not fit" in refused.value.problem and "keeps method 'full'" in refused.value.problem
+    assert "lora (" in refused.value.fix and "more_gpus (" in refused.value.fix

@@ -19,7 +19,7 @@ from skill.recipe.deciding.field_rules import (
     shared_reasons,
     undecided_fields,
 )
-from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.emit import RecipeRequest, emit_as_asked
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
 
@@ -69,7 +69,7 @@ def test_bounds_read_as_intervals():
 
 
 def test_every_field_a_recipe_states_is_seeded_or_set_by_a_decision():
-    recipe = emit_grpo_config(
+    recipe = emit_as_asked(
         RecipeRequest(
             model=ModelSpec(name="Qwen/Qwen2.5-7B-Instruct"),
             hardware=HardwareSpec(gpu_model="H100"),

@@ -19,7 +19,7 @@ from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.checking.trl_contract import recipe_grpo_config
 from skill.recipe.deciding.memory_request import memory_request
-from skill.recipe.emit import RecipeRequest, emit_grpo_config
+from skill.recipe.emit import RecipeRequest, emit_as_asked
 from skill.recipe.launching.launch import (
     CONFIG_FILE,
     NODE_SCRIPT,
@@ -39,7 +39,8 @@ GSM8K = DatasetSpec(name="openai/gsm8k", columns=["answer"])
 
 
 def gpu_recipe(model: str, gpu: str, gpus: int, nodes: int = 1, method: str = "full", sharding=None, **overrides):
-    return emit_grpo_config(
+    """The recipe as asked, whatever its memory verdict: these tests read its launch plan."""
+    return emit_as_asked(
         RecipeRequest(
             model=ModelSpec(name=model),
             hardware=HardwareSpec(gpu_model=gpu, gpus_per_node=gpus, nodes=nodes),
