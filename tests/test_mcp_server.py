@@ -58,7 +58,7 @@ def test_emit_returns_a_structured_recipe():
         ({"overrides": {"max_prompt_length": 512}}, "no longer truncates prompts"),
         ({"method": "auto", "model": {"name": "acme/x", "parameters_billions": 3}}, "needs the model's shape"),
         ({"hardware": {"gpu_model": "H100", "nodes": 0}}, "nodes=0 is impossible"),
-        ({"variant": "grpo_plus_plus"}, "Unknown variant 'grpo_plus_plus'"),
+        ({"variant": "grpo_plus_plus"}, "request.variant: input should be 'gspo', 'kl_control'"),
     ],
 )
 def test_bad_requests_reach_the_client_with_the_projects_message(change, message):
