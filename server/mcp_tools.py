@@ -140,8 +140,8 @@ async def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision
     """Decide whether a task should use GRPO at all. Call it first.
 
     Send `signal`; to measure, a `verifier` and a `probe` of 50+ samples (prompts x n). It decides when 95%
-    intervals clear the boundaries, else `sample-more`; the route holds for what it measured (`measured_on`). A
-    verifier reading answers in under 20% of samples decides nothing; the error names a mode that reads.
+    intervals clear the boundaries, else `sample-more`. A verifier reading answers in under 20% of samples decides
+    nothing; the error names a mode that reads.
 
     Returns route, reasons, evidence and `id`.
 
@@ -219,7 +219,7 @@ def record_review_tool(request: ReviewRequest) -> ReviewOutcome:
 
     {rule} {final}
 
-    Returns the verdict, each disagreement (reward said X, you said Y) and each reward's agreement. accept_unread
+    Returns the verdict, each disagreement and each reward's agreement. accept_unread
     with a reason opens the gate as 'reward not reviewed' instead.
 
     Next: emit_grpo_config once it passed.
@@ -237,11 +237,11 @@ def record_review_tool(request: ReviewRequest) -> ReviewOutcome:
 def emit_grpo_config_tool(request: RecipeRequest) -> GRPORecipe:
     """Emit a GRPO recipe the installed TRL accepts, with a reason for every value.
 
-    Send model, hardware (GPUs or accelerator 'cpu'), method, rewards, dataset, route_check's route_decision_id;
-    optionally a variant, symptoms, overrides with override_reasons. A max_completion_length cutting most of the
-    route's probe completions is refused.
+    Send model, hardware, method, rewards, dataset, route_decision_id; to change a run, its base_config with
+    symptoms or a variant. A budget cutting most probe completions is refused; a recipe too big for its GPUs is
+    fixed keeping method and hardware, or refused with the remedies.
 
-    Returns GRPOConfig kwargs, launch plan, memory estimate, provenance.
+    Returns GRPOConfig kwargs, launch plan, memory estimate, provenance (changes_from_base with base_config).
 
     Next: run_grpo({"request": {"recipe": <this result>}}).
     """

@@ -82,8 +82,8 @@ class DatasetSpec(BaseModel):
     prompt_column: str = Field(default="prompt", description="Column holding the prompt (text or chat messages).")
     prompt_template: str | None = Field(
         default=None,
-        description="Instead of prompt_column: a template over the row's columns, e.g. 'Solve: {question}' "
-        "(a list of strings renders one per line).",
+        description="Instead of prompt_column: a template over the row's columns, e.g. 'Solve: {question}'.\n\n"
+        "A column holding a list of strings renders one per line.",
     )
     prompt_format: Literal["chat", "text"] = Field(
         default="chat",

@@ -294,3 +294,35 @@ def test_a_recipe_that_does_not_fit_is_fixed_keeping_method_and_hardware_or_refu
         emit_grpo_config(request(model=ModelSpec(name="Qwen/Qwen2.5-7B-Instruct"), method="full"))
     assert "does not fit" in refused.value.problem and "keeps method 'full'" in refused.value.problem
     assert "lora (" in refused.value.fix and "more_gpus (" in refused.value.fix
+
+
+def test_a_base_config_is_answered_against_the_users_own_run():
+    """The issue: with symptoms for an 8xH100 run, emit applied the variant to its own defaults (temperature, lr and
+    group size unexamined). Sent as base_config, the user's run is kept and only what a symptom justifies changes,
+    from the user's values."""
+    hardware = HardwareSpec(gpu_model="H100", gpus_per_node=8)
+    base = {
+        "temperature": 0.7,
+        "learning_rate": 3e-6,
+        "num_generations": 16,
+        "per_device_train_batch_size": 16,
+        "beta": 0.02,
+        "output_dir": "/scratch/their-run",
+    }
+    ask = {"model": ModelSpec(name="Qwen/Qwen2.5-7B-Instruct"), "hardware": hardware, "method": "full"}
+    dapo = emit_grpo_config(request(**ask, base_config=base, symptoms=["entropy_collapse"]))
+    kept = {field: dapo.trl[field] for field in ("temperature", "learning_rate", "num_generations", "beta")}
+    assert kept == {"temperature": 0.7, "learning_rate": 3e-6, "num_generations": 16, "beta": 0.02}
+    assert "output_dir" not in dapo.trl  # where the run writes is the runner's
+    changed = {change.field: change for change in dapo.changes_from_base}
+    assert {"epsilon_high", "mask_truncated_completions"} <= set(changed) and not set(changed) & set(kept)
+    assert changed["epsilon_high"].recipe == 0.28 and "DAPO" in changed["epsilon_high"].reason
+
+    # A symptom that does justify changing them changes the user's values, not ours.
+    drift = emit_grpo_config(request(**ask, base_config=base, symptoms=["kl_blowup"]))
+    changed = {change.field: change for change in drift.changes_from_base}
+    assert changed["learning_rate"].yours == 3e-6 and changed["learning_rate"].recipe == pytest.approx(1.5e-6)
+    assert changed["beta"].yours == 0.02 and changed["beta"].recipe == pytest.approx(0.08)
+    assert drift.trl["temperature"] == 0.7 and "temperature" not in changed
+    # Without base_config nothing is reported against a run the caller never sent.
+    assert emit_grpo_config(request(**ask, symptoms=["kl_blowup"])).changes_from_base is None

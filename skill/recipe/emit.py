@@ -58,6 +58,7 @@ from skill.recipe.deciding.vllm_decisions import (
 from skill.recipe.launching.launch import with_sharding
 from skill.recipe.launching.launch_commands import launch_commands
 from skill.recipe.schema import (
+    ChangeFromBase,
     DatasetSpec,
     GRPORecipe,
     ModelSpec,
@@ -87,6 +88,11 @@ class RecipeRequest(BaseModel):
     rewards: list[RewardSpec] = Field(description="Reward specs; at least one correctness (or judge) reward.")
     dataset: DatasetSpec
     variant: VariantName | None = Field(default=None, description="A named variant to apply (see grpo-variants.md).")
+    base_config: dict[str, Any] | None = Field(
+        default=None,
+        description="Your run's GRPOConfig kwargs: kept, changed only where a symptom, variant or override says "
+        "(changes_from_base).",
+    )
     symptoms: list[Symptom] = Field(
         default_factory=list, description="Observed symptoms (run_status names them); each selects a variant."
     )
@@ -218,6 +224,43 @@ def _apply_generation_decisions(build: _Builder, request: RecipeRequest, paramet
     refuse_incompatible(build.trl, request.method)
 
 
+BASE_LEFT_OUT = frozenset({"output_dir"})
+"""Fields of a base config the recipe does not take: where a run writes is the runner's (run_grpo's directory)."""
+
+
+def _apply_base(build: _Builder, base: dict[str, Any]) -> None:
+    """The caller's own run: each field it sets wins over this recipe's seeds and decisions (a symptom, variant or
+    override may still change it, and says why)."""
+    check_field_names(base)
+    for field, value in base.items():
+        if field not in BASE_LEFT_OUT:
+            build.set(field, value, "base", "your run's value (base_config), kept")
+
+
+def changes_from_base(base: dict[str, Any], trl: dict[str, Any], reasons: list[RecipeReason]) -> list[ChangeFromBase]:
+    """What the recipe changes in the caller's run: each field it sets that differs from the run's (a field the
+    base leaves unset counts at TRL's default), when a variant, an override or a rule of the target changed it; the
+    recipe's own choices for fields the base never set are its reasons, not changes asked for.
+
+    >>> reasons = [RecipeReason(field="temperature", value=0.9, source="base", reason="kept"),
+    ...     RecipeReason(field="epsilon_high", value=0.28, source="variant", reason="dapo")]
+    >>> [(c.field, c.yours, c.recipe) for c in changes_from_base({"temperature": 0.9}, {"temperature": 0.9,
+    ...     "epsilon_high": 0.28}, reasons)]
+    [('epsilon_high', None, 0.28)]
+    """
+    run = GRPOFields({field: value for field, value in base.items() if field not in BASE_LEFT_OUT})
+    changes = []
+    for reason in reasons:
+        field = reason.field
+        stated = field in base
+        if reason.source == "base" or (not stated and reason.source not in ("variant", "override")):
+            continue
+        yours = base[field] if stated else getattr(run, field, None)
+        if yours != trl.get(field):
+            changes.append(ChangeFromBase(field=field, yours=yours, recipe=trl.get(field), reason=reason.reason))
+    return changes
+
+
 def _apply_completion_budget(build: _Builder, request: RecipeRequest, probe: CompletionLengths | None) -> int:
     """max_completion_length from the task's evidence (skill.recipe.deciding.completion_budget); returns the sized
     value."""
@@ -320,6 +363,8 @@ def emit_as_asked(request: RecipeRequest) -> GRPORecipe:
         ),
     )
     recipe = with_sharding(recipe, request.sharding)
+    if request.base_config is not None:
+        recipe.changes_from_base = changes_from_base(request.base_config, recipe.trl, recipe.reasons)
     recipe.launch.commands = launch_commands(recipe)
     _attach_provenance(recipe, request, route[1] if route else None)
     attach_time_estimate(recipe, route[0].completion_lengths if route else None, request.price_per_gpu_hour)
@@ -371,6 +416,8 @@ def _decide_kwargs(
     budget = _apply_completion_budget(build, request, probe)
     if request.max_steps is not None:
         build.set("max_steps", request.max_steps, "override", "requested run length")
+    if request.base_config is not None:
+        _apply_base(build, request.base_config)
     variant = None
     if request.variant or request.symptoms:
         named = [request.variant] if request.variant else []

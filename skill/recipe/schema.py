@@ -39,7 +39,7 @@ class ModelSpec(BaseModel):
     parameters_billions: float | None = Field(
         default=None,
         gt=0,
-        description="Parameter count in billions, when the model's config.json cannot be read (it wins when sent).",
+        description="Size in billions, when its config.json cannot be read (it wins when sent).",
     )
     architecture: str | None = Field(default=None, description="Architecture name (e.g. 'LlamaForCausalLM').")
 
@@ -73,7 +73,16 @@ class RecipeReason(BaseModel):
 
     field: str
     value: Any
-    source: Literal["seed", "hardware", "method", "task", "variant", "override", "rewards", "dataset"]
+    source: Literal["seed", "hardware", "method", "task", "base", "variant", "override", "rewards", "dataset"]
+    reason: str
+
+
+class ChangeFromBase(BaseModel):
+    """One field the recipe changes from the caller's own run (``base_config``), and why."""
+
+    field: str
+    yours: Any = Field(description="Your run's value (TRL's default where your config leaves it unset).")
+    recipe: Any = Field(description="The recipe's value.")
     reason: str
 
 
@@ -119,6 +128,11 @@ class GRPORecipe(BaseModel):
         description="Held-out evaluation: before the first step, every N steps and after the last (None: none).",
     )
     reasons: list[RecipeReason] = Field(default_factory=list)
+    changes_from_base: list[ChangeFromBase] | None = Field(
+        default=None,
+        description="With base_config: what to change in your run, each with its reason; every other field you "
+        "set is kept.",
+    )
     provenance: Provenance
 
     @property

@@ -47,6 +47,8 @@ def fit_to_memory(
             reason = f"memory remedy {remedy['name']}: {remedy['cost']} (as asked: {asked} per GPU)"
             fixed.reasons = [r for r in fixed.reasons if r.field != field]
             fixed.reasons.append(RecipeReason(field=field, value=value, source="hardware", reason=reason))
+            for change in fixed.changes_from_base or []:
+                change.reason = reason if change.field == field else change.reason
         return fixed
     options = "; ".join(
         f"{remedy['name']} ({remedy['peak_gib']:.1f} GiB: {', '.join(f'{k}={v}' for k, v in changes.items())})"
