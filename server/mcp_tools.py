@@ -237,9 +237,9 @@ def record_review_tool(request: ReviewRequest) -> ReviewOutcome:
 def emit_grpo_config_tool(request: RecipeRequest) -> GRPORecipe:
     """Emit a GRPO recipe the installed TRL accepts, with a reason for every value.
 
-    Send model, hardware, method, rewards, dataset, route_decision_id; to change a run, its base_config with
-    symptoms or a variant. A budget cutting most probe completions is refused; a recipe too big for its GPUs is
-    fixed keeping method and hardware, or refused with the remedies.
+    Send model, hardware, method, rewards, dataset, route_check's route_decision_id; to change a run, its
+    base_config with symptoms or a variant. A budget cutting most probe completions is refused; a recipe too big
+    for its GPUs is fixed keeping method and hardware, or refused with the remedies.
 
     Returns GRPOConfig kwargs, launch plan, memory estimate, provenance (changes_from_base with base_config).
 
