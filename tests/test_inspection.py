@@ -273,6 +273,30 @@ def test_a_correctness_reward_that_reads_almost_nothing_blocks_and_names_the_mod
     assert "Send params.extract 'last_number' (it reads 100% of the same completions)" in flag.fix
 
 
+def test_a_quick_check_shows_every_score_on_a_handful_and_is_no_read():
+    """The issue: no quick way to check a reward's inputs on a few samples. A quick check scores the first 10 of
+    the samples with every score and extracted answer shown; nothing is stored, so no review can be recorded on it,
+    and the samples it showed count as seen in a later read."""
+    from skill.inspection.digest import inspection_digest
+    from skill.inspection.revealed import content_key, revealed_keys
+
+    samples = tagged_samples(120)
+    quick = inspect_rewards(InspectionRequest(rewards=SOUND, samples=samples, quick=True))
+    assert len(quick.samples) == 10 and quick.id.startswith("quick")
+    assert all(sample.scores["exact_match"] in (0.0, 1.0) for sample in quick.samples)  # shown, not sealed
+    assert any(sample.extracted.get("exact_match") for sample in quick.samples)
+    assert quick.stats["exact_match"].read_share is not None and "not a read" in quick.verdict_reasons[0]
+    assert {content_key(sample) for sample in quick.samples} <= revealed_keys()
+    page = inspection_digest(quick).page  # what the MCP tool returns: the scores, unsealed
+    assert not page.blind and page.samples[0].scores == quick.samples[0].scores
+    with pytest.raises(SkillError):
+        record_review(ReviewRequest(report_id=quick.id, reviewer="ana", labels={}))
+    # the read afterwards (60 of the same 120) draws around them: its blind labels come from samples nobody saw
+    read = inspect(SOUND, samples)
+    shown = {content_key(sample) for sample in quick.samples}
+    assert not shown & {content_key(sample) for sample in read.samples}
+
+
 def test_sample_count_limits():
     with pytest.raises(SkillError, match="at least 50"):
         inspect(SOUND, tagged_samples(48))

@@ -7,6 +7,7 @@ Owns: ``schema`` (request, report, review, gate decision), ``run`` (``inspect_re
 whose scores a reader has seen, never blind again), ``gate`` (the one gate policy: ``record_review``,
 ``open_gate``), ``seal`` (what must not be read before the labels, encrypted), ``reports`` (report storage),
 ``render`` (Markdown, and what a reader may see), ``reading_page`` (the HTML reading page), ``digest`` (the
-compact view an agent pages through).
+compact view an agent pages through), ``quick`` (a quick check on a handful of samples, every score shown: not a
+read).
 May import: ``rewards``, ``routing``, ``data``, ``sampling``, ``state``, ``errors``.
 """

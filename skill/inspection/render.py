@@ -27,9 +27,9 @@ def short(text: str, limit: int = TRUNCATE) -> str:
 
 def is_revealed(report: InspectionReport, sample: SampleResult) -> bool:
     """Whether a sample's scores may be shown: it carries a label for every read role, the rewards were accepted
-    unread, or no reward of the report is one a person judges."""
+    unread, no reward of the report is one a person judges, or the report is a quick check (no read)."""
     review = report.review
-    if review is not None and review.accept_unread:
+    if report.quick or (review is not None and review.accept_unread):
         return True
     labels = review.labels.get(sample.id, {}) if review else {}
     return all(role in labels for role in report.read_roles)

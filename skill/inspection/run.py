@@ -24,11 +24,13 @@ from skill.inspection.agreement import read_roles
 from skill.inspection.draw import balanced_draw, outcome_flags
 from skill.inspection.flags import hack_flags, reward_flags, reward_stats, set_flags
 from skill.inspection.gate import carry_read
+from skill.inspection.quick import quick_report
 from skill.inspection.render import visible
 from skill.inspection.reports import load_report, save_report
 from skill.inspection.revealed import content_key, revealed_keys
 from skill.inspection.schema import (
     MAX_SAMPLES,
+    QUICK_SAMPLES,
     Flag,
     InspectionReport,
     InspectionRequest,
@@ -142,8 +144,8 @@ def inspect_rewards(
     started = time.perf_counter()
     reward_fingerprint(request.rewards)  # the allowlist, before any sampling or import
     collected = _collect(request, progress, should_stop)
-    samples = collected.samples
-    if len(samples) < MIN_SAMPLES:
+    samples = collected.samples[:QUICK_SAMPLES] if request.quick else collected.samples
+    if len(samples) < MIN_SAMPLES and not request.quick:
         raise SkillError(
             f"Only {len(samples)} sample{'s' if len(samples) != 1 else ''}: a reward read needs at least "
             f"{MIN_SAMPLES} to see its failure modes.",
@@ -158,6 +160,8 @@ def inspect_rewards(
         progress(2, 3, f"ran {len(scored.probes)} hack probes")
     stats, flags = _stats_and_flags(request.rewards, results, scored.timing)
     flags += hack_flags(scored.probes) + scored.flags
+    if request.quick:
+        return quick_report(request, collected.source, scored, results, stats, flags)
     if collected.earlier is not None:  # the same samples under the same ids: the earlier read still applies
         drawn, draw = list(range(len(results))), f"The samples of inspection {collected.earlier.id}, ids kept."
     else:

@@ -12,6 +12,7 @@ from skill.rewards.spec import RewardSpec
 from skill.sampling.schema import SamplingEngine
 
 MAX_SAMPLES = 100
+QUICK_SAMPLES = 10  # a quick check scores this many: enough to see a reward's inputs, too few for a read
 
 
 class SuppliedSample(BaseModel):
@@ -67,6 +68,12 @@ class InspectionRequest(BaseModel):
         default=None,
         description="The model whose tokenizer gives rewards completion_ids (default: generate's model, else "
         "4-character pseudo-ids).",
+    )
+    quick: bool = Field(
+        default=False,
+        description=f"Score the first {QUICK_SAMPLES} samples and show every score and extracted answer, to "
+        "check a reward's inputs: not a read (nothing is stored, record_review cannot take it), and the samples "
+        "shown are seen from then on.",
     )
 
     @model_validator(mode="after")
@@ -236,6 +243,7 @@ class InspectionReport(BaseModel):
     )
     verdict_reasons: list[str] = Field(default_factory=list)
     draw: str = Field(default="", description="How the samples to read were drawn from the ones collected.")
+    quick: bool = Field(default=False, description="A quick check: every score shown, never stored, not a read.")
     read_roles: list[str] = Field(
         default_factory=list, description="The reward roles the reader labels (correctness, format, judge)."
     )
