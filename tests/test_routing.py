@@ -557,6 +557,8 @@ def test_sampling_reports_inside_a_batch_with_the_time_left_and_stops_there(tiny
     inside = [message for done, _total, message in updates if "token" in message]
     assert inside and all("of this batch" in message for message in inside)
     assert any("s left" in message for message in inside)
+    # no time left is said before a whole batch finished: an early rate counts the load and the token budget
+    assert not any("s left" in message for done, _total, message in updates if done < 16)
     assert [done for done, *_ in updates] == sorted(done for done, *_ in updates)  # progress never goes back
     assert max(b - a for a, b in itertools.pairwise(stamps)) < 10  # the promise a client relies on
 
