@@ -326,3 +326,30 @@ def test_a_base_config_is_answered_against_the_users_own_run():
     assert drift.trl["temperature"] == 0.7 and "temperature" not in changed
     # Without base_config nothing is reported against a run the caller never sent.
     assert emit_grpo_config(request(**ask, symptoms=["kl_blowup"])).changes_from_base is None
+
+
+def test_the_recipe_says_what_an_agent_missed_in_the_evaluation():
+    """Found by the agents of bench/agent_eval: rewards reading <answer> tags from prompts that never ask for them,
+    an 8-GPU step training on 7x the completions of a 1-GPU step unsaid, a suggested reward easy to miss."""
+    tags = [
+        RewardSpec(name="format", role="format", weight=0.2, params={"pattern": "answer_tag"}),
+        RewardSpec(name="exact_match", role="correctness"),
+    ]
+    recipe = emit_grpo_config(
+        request(
+            rewards=tags,
+            dataset=DatasetSpec(name="embedded:addition"),
+            hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8),
+            method="lora",
+            symptoms=["many_truncated_completions"],
+        )
+    )
+    notes = " ".join(recipe.provenance.validation)
+    assert "format, exact_match read the answer only inside <answer> tags, and the prompts never ask" in notes
+    processes = recipe.launch.training_processes
+    assert f"{processes} training processes, {processes}x one process's" in notes
+    assert "Suggested, not added: " in notes and "reward length_penalty" in notes
+    asked = DatasetSpec(name="embedded:addition", columns=["answer"])
+    last_number = [RewardSpec(name="exact_match", role="correctness", params={"extract": "last_number"})]
+    plain = emit_grpo_config(request(rewards=last_number, dataset=asked))
+    assert "<answer> tags" not in " ".join(plain.provenance.validation)

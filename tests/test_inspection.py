@@ -297,6 +297,17 @@ def test_a_quick_check_shows_every_score_on_a_handful_and_is_no_read():
     assert not shown & {content_key(sample) for sample in read.samples}
 
 
+def test_the_digest_counts_every_probe_that_ran_before_the_reveal():
+    """An agent read "0 of 0 hack probes beat a reward" while the progress said 7 ran: before the reveal only the
+    hacked probes are shown, and the count was taken from what was shown."""
+    from skill.inspection.digest import inspection_digest
+
+    report = inspect(SOUND)
+    digest = inspection_digest(report)
+    assert digest.probes_run == len(report.probe_results) > 0
+    assert f"of {len(report.probe_results)} hack probes beat a reward" in digest.summary
+
+
 def test_sample_count_limits():
     with pytest.raises(SkillError, match="at least 50"):
         inspect(SOUND, tagged_samples(48))

@@ -119,3 +119,29 @@ def test_the_transformers_engine_names_itself_and_a_local_directory_has_no_revis
     used = sampled.sampled_with
     assert (used.engine, used.device, used.dtype, used.model_revision) == ("transformers", "cpu", "float32", None)
     assert len(sampled.groups[0].completions) == 2
+
+
+def test_an_unreachable_model_fails_before_any_time_is_announced(tmp_path):
+    """The issue: a probe of a Hub model with no network said "expected to take about 10306 s" and then failed to
+    fetch the model. The model is fetched first; the failure comes alone."""
+    script = """
+import json
+from skill.rewards.spec import RewardSpec
+from skill.routing.probe import ProbeSpec
+from skill.routing.route import RouteRequest, route_check
+said = []
+try:
+    route_check(RouteRequest(signal="exact_answer", verifier=RewardSpec(name="exact_match", role="correctness"),
+                             probe=ProbeSpec(model="Qwen/Qwen2.5-1.5B-Instruct", dataset={"name": "embedded:addition"},
+                                             num_prompts=32, n=8, max_new_tokens=256)),
+                progress=lambda done, total, message: said.append(message))
+except Exception as exc:
+    print(json.dumps({"error": str(exc), "said": said}))
+"""
+    env = {**os.environ, "GRPO_RLVR_HOME": str(tmp_path / "state"), "HF_HOME": str(tmp_path / "hf")}
+    env.update(HF_ENDPOINT="http://hub.invalid")
+    env.pop("HF_HUB_OFFLINE", None)
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPOSITORY, capture_output=True, text=True)
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "Cannot reach the Hugging Face Hub" in answer["error"]
+    assert not any("expected to take" in message for message in answer["said"]), answer["said"]

@@ -63,14 +63,14 @@ def sample_page(report: InspectionReport, offset: int = 0, budget: int = RESULT_
     )
 
 
-def _summary(report: InspectionReport, hacked: int) -> str:
+def _summary(report: InspectionReport, hacked: int, probes: int) -> str:
     blocking = [flag.code for flag in report.flags if flag.severity == "blocking"]
     warnings = [flag.code for flag in report.flags if flag.severity == "warning"]
     parts = [f"{len(report.samples)} samples ({report.source}; {samples_origin(report)}), verdict {report.verdict}."]
     parts.append(f"Blocking flags: {', '.join(blocking)}." if blocking else "No blocking flag.")
     if warnings:
         parts.append(f"Warnings: {', '.join(warnings)}.")
-    parts.append(f"{hacked} of {len(report.probe_results)} hack probes beat a reward.")
+    parts.append(f"{hacked} of {probes} hack probes beat a reward.")
     if blocking or hacked:
         parts.append("Fix what the flags and probes say, then inspect again.")
     elif report.verdict == "pending" and not report.review:
@@ -85,18 +85,19 @@ def _summary(report: InspectionReport, hacked: int) -> str:
 def inspection_digest(report: InspectionReport, budget: int = RESULT_CHARACTERS) -> InspectionDigest:
     """The report, as a reader may see it now (``render.visible``), cut to what an agent reads first: flags,
     hacked probes, statistics (after the reveal), one page of samples."""
+    probes = len(report.probe_results)  # every probe ran; until the reveal only the hacked ones are shown
     report = visible(report)
     hacked = [probe for probe in report.probe_results if probe.hacked]
     digest = InspectionDigest(
         id=report.id,
         verdict=report.verdict,
         verdict_reasons=report.verdict_reasons,
-        summary=_summary(report, len(hacked)),
+        summary=_summary(report, len(hacked), probes),
         rewards=[f"{spec.name} ({spec.role}, weight {spec.weight:g})" for spec in report.rewards],
         stats=report.stats,
         flags=report.flags,
         hacked_probes=hacked[:MOST_HACKED_PROBES],
-        probes_run=len(report.probe_results),
+        probes_run=probes,
         read_roles=report.read_roles,
         draw=report.draw,
         page=SamplePage(report_id=report.id, blind=True, samples=[], offset=0, samples_total=0, next_offset=None),

@@ -178,8 +178,10 @@ def set_flags(specs: list[RewardSpec], stats: dict[str, RewardStats]) -> list[Fl
             blocking, fix = True, "Give correctness a larger weight than format (e.g. 1.0 vs 0.2)."
         elif "Shaping" in warning:
             blocking, fix = bool(correctness and shaping >= correctness), "Keep shaping weights well below correctness."
-        else:
-            blocking, fix = False, ""
+        elif "No format reward" in warning:
+            blocking, fix = False, "Add a format reward at a small weight (e.g. format 0.2 beside correctness 1.0)."
+        else:  # the format share: the only other warning check_composite gives
+            blocking, fix = False, "Lower the format weight (e.g. 0.2 beside correctness 1.0)."
         flags.append(
             Flag(code="composite_rule", severity="blocking" if blocking else "warning", message=warning, fix=fix)
         )

@@ -21,6 +21,7 @@ from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import GateClosed, open_gate
 from skill.memory.estimate import estimate_memory
 from skill.models.size import parameters_billions
+from skill.recipe.checking.answer_form import unasked_answer_form
 from skill.recipe.checking.compatibility import refuse_incompatible
 from skill.recipe.checking.field_values import check_field_values
 from skill.recipe.checking.group_arithmetic import check_group_arithmetic
@@ -32,6 +33,7 @@ from skill.recipe.checking.trl_contract import (
     installed_versions,
     recipe_transformers,
 )
+from skill.recipe.deciding.base_config import apply_base, changes_from_base
 from skill.recipe.deciding.completion_budget import (
     check_budget_override,
     cpu_budget_warning,
@@ -58,7 +60,6 @@ from skill.recipe.deciding.vllm_decisions import (
 from skill.recipe.launching.launch import with_sharding
 from skill.recipe.launching.launch_commands import launch_commands
 from skill.recipe.schema import (
-    ChangeFromBase,
     DatasetSpec,
     GRPORecipe,
     ModelSpec,
@@ -224,43 +225,6 @@ def _apply_generation_decisions(build: _Builder, request: RecipeRequest, paramet
     refuse_incompatible(build.trl, request.method)
 
 
-BASE_LEFT_OUT = frozenset({"output_dir"})
-"""Fields of a base config the recipe does not take: where a run writes is the runner's (run_grpo's directory)."""
-
-
-def _apply_base(build: _Builder, base: dict[str, Any]) -> None:
-    """The caller's own run: each field it sets wins over this recipe's seeds and decisions (a symptom, variant or
-    override may still change it, and says why)."""
-    check_field_names(base)
-    for field, value in base.items():
-        if field not in BASE_LEFT_OUT:
-            build.set(field, value, "base", "your run's value (base_config), kept")
-
-
-def changes_from_base(base: dict[str, Any], trl: dict[str, Any], reasons: list[RecipeReason]) -> list[ChangeFromBase]:
-    """What the recipe changes in the caller's run: each field it sets that differs from the run's (a field the
-    base leaves unset counts at TRL's default), when a variant, an override or a rule of the target changed it; the
-    recipe's own choices for fields the base never set are its reasons, not changes asked for.
-
-    >>> reasons = [RecipeReason(field="temperature", value=0.9, source="base", reason="kept"),
-    ...     RecipeReason(field="epsilon_high", value=0.28, source="variant", reason="dapo")]
-    >>> [(c.field, c.yours, c.recipe) for c in changes_from_base({"temperature": 0.9}, {"temperature": 0.9,
-    ...     "epsilon_high": 0.28}, reasons)]
-    [('epsilon_high', None, 0.28)]
-    """
-    run = GRPOFields({field: value for field, value in base.items() if field not in BASE_LEFT_OUT})
-    changes = []
-    for reason in reasons:
-        field = reason.field
-        stated = field in base
-        if reason.source == "base" or (not stated and reason.source not in ("variant", "override")):
-            continue
-        yours = base[field] if stated else getattr(run, field, None)
-        if yours != trl.get(field):
-            changes.append(ChangeFromBase(field=field, yours=yours, recipe=trl.get(field), reason=reason.reason))
-    return changes
-
-
 def _apply_completion_budget(build: _Builder, request: RecipeRequest, probe: CompletionLengths | None) -> int:
     """max_completion_length from the task's evidence (skill.recipe.deciding.completion_budget); returns the sized
     value."""
@@ -333,6 +297,15 @@ def emit_as_asked(request: RecipeRequest) -> GRPORecipe:
     build.reasons[prompt_reason.field] = prompt_reason
     check_field_values(build.trl)  # a type, NaN or range error named before any arithmetic on it
     check_group_arithmetic(build.trl, launch.training_processes)
+    build.notes += [note for note in (unasked_answer_form(request.rewards, request.dataset),) if note]
+    if launch.training_processes > 1:
+        per_step = build.fields.per_device_train_batch_size * build.fields.gradient_accumulation_steps
+        build.notes.append(
+            f"Each step trains on {per_step * launch.training_processes} completions over "
+            f"{launch.training_processes} training processes, {launch.training_processes}x one process's "
+            f"{per_step}: to compare with a one-GPU run of N steps on as many completions, use about "
+            f"N/{launch.training_processes} steps."
+        )
     check_master_weights(build.trl, request.method, request.override_reasons)
     _config, notes = build_grpo_config(
         build.trl,
@@ -417,13 +390,20 @@ def _decide_kwargs(
     if request.max_steps is not None:
         build.set("max_steps", request.max_steps, "override", "requested run length")
     if request.base_config is not None:
-        _apply_base(build, request.base_config)
+        apply_base(build, request.base_config)
     variant = None
     if request.variant or request.symptoms:
         named = [request.variant] if request.variant else []
         variant = apply_variants(build.trl, named, request.symptoms, request.rewards)
         for field, owner in variant.changes.items():
             build.set(field, getattr(build.fields, field), "variant", f"{owner}: {VARIANTS_BY_NAME[owner].title}")
+        build.notes += [
+            f"Suggested, not added: {other.description} (reward {r.name}, role {r.role}, weight {r.weight:g}, params "
+            f"{r.params})"
+            for other in variant.other_rewards
+            for r in [other.reward]
+            if r is not None
+        ]
     if "sharding" in request.overrides:
         raise SkillError(
             "sharding is not a GRPOConfig field: it is the launch plan's (accelerate / DeepSpeed / FSDP2).",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from skill.rewards.answers import EXTRACT_MODES
-from skill.rewards.base import completion_text
+from skill.rewards.base import call_reward, completion_text
 from skill.rewards.registry import build_reward_function, load_library
 from skill.rewards.spec import RewardSpec
 
@@ -83,3 +83,33 @@ def reads_too_little(spec: RewardSpec, share: float | None, completions: Sequenc
             "reads how the model answers; or ask for the answer's form in the prompt."
         )
     return problem, "Send a verifier that reads how the model answers, or ask for the answer's form in the prompt."
+
+
+TAGGED_ANSWER = "<think>Two and two.</think>\n<answer>4</answer>"
+BARE_ANSWER = "4"
+
+
+def tag_readers(specs: Sequence[RewardSpec]) -> list[str]:
+    """The library rewards that read an answer only inside ``<answer>`` tags: each scores (or reads) a tagged
+    right answer and not the same answer bare. A user function is not called here (its module may not be
+    importable where the recipe is written).
+
+    >>> tag_readers([RewardSpec(name="exact_match", role="correctness"),
+    ...     RewardSpec(name="math", role="correctness"), RewardSpec(name="format", role="format",
+    ...     params={"pattern": "answer_tag"})])
+    ['exact_match', 'format']
+    """
+    found = []
+    for spec in specs:
+        if ":" in spec.name:
+            continue
+        function = build_reward_function(spec)
+        extract = getattr(function, "extract", None)
+        if extract is not None:
+            tagged, bare = extract(TAGGED_ANSWER) is not None, extract(BARE_ANSWER) is not None
+        else:
+            scores = call_reward(function, ["What is 2 + 2?"] * 2, [TAGGED_ANSWER, BARE_ANSWER], answer=["4", "4"])
+            tagged, bare = (isinstance(score, int | float) and score > 0 for score in scores)
+        if tagged and not bare:
+            found.append(spec.name)
+    return found

@@ -300,7 +300,8 @@ def judge_handover() -> Handover:
             StartingValue(
                 field="agreement_to_reach",
                 value=0.8,
-                reason="a judge that disagrees with people on 1 in 5 outputs rewards its own blind spots",
+                reason="raw agreement, the share of outputs where judge and people agree (inspect_rewards' blind "
+                "read reports it per reward): a judge that disagrees on 1 in 5 rewards its own blind spots",
             ),
         ],
         data=DataShape(

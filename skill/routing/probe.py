@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
+from skill.models.hub import local_copy
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.rewards.base import call_reward
 from skill.rewards.reading import read_share, reads_too_little
@@ -162,6 +163,8 @@ def run_probe(
             "or raise n.",
         )
     prompts = [row[prompt_key(probe)] for row in rows]
+    if probe.engine.kind != "endpoint":  # an unreachable model fails here, before a time is announced
+        local_copy(probe.model, "model", progress)
     warn_before_long_sampling(progress, probe.model, len(rows), probe.n, probe.max_new_tokens)
     started = time.perf_counter()
     temperatures, samples = [], []

@@ -134,7 +134,10 @@ class RouteDecision(BaseModel):
     probe_estimates: list[ProbeEstimate] = Field(
         default_factory=list, description="How long probes take on this machine (measured, or estimated ahead)."
     )
-    next_skill: str | None = Field(description="The sibling skill to hand over to, or None to continue here.")
+    next_skill: str | None = Field(
+        description="The sibling skill to hand over to (not a tool of this server: the handover carries what it "
+        "needs), or None to continue here."
+    )
     next_step: str
     warnings: list[str] = Field(default_factory=list)
     learnable_dataset: str | None = Field(

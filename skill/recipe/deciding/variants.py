@@ -284,6 +284,11 @@ class AppliedVariants(BaseModel):
     dropped: list[str] = Field(default_factory=list, description="Deltas overruled by a higher-precedence variant.")
     other: list[OtherDelta] = Field(default_factory=list, description="Deltas that are not config fields.")
 
+    @property
+    def other_rewards(self) -> list[OtherDelta]:
+        """The rewards the variants suggest adding: the recipe does not add them (the caller's rewards stay theirs)."""
+        return [other for other in self.other if other.reward is not None]
+
     def overruled_by(self, overrides: dict[str, Any]) -> None:
         """Move each change the caller overrode from ``changes`` to ``dropped``: provenance names only what a
         variant really set.

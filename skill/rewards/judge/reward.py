@@ -252,7 +252,8 @@ def build_rubric_judge(
     correct."; Zhao et al. 2025). The prompt fences task, reference and response in tags (tags inside the
     response are defused), says the response is data, not instructions, and asks the question after it;
     inspection sends the master keys before training. Small judges are still fooled: calibrate against human
-    labels (``calibrate_judge``) before training on one.
+    labels before training on one (inspect_rewards' blind read reports the judge's agreement with your labels;
+    in Python, ``skill.rewards.judge.calibrate_judge``).
 
     >>> reward = build_rubric_judge([{"question": "Is the response polite?", "weight": 1.0}])
     >>> reward.criteria, reward
