@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from skill.errors import SkillError
 from skill.rewards.spec import RewardSpec
-from skill.routing.evidence import pass_at_k
+from skill.routing.evidence import RouteEvidence, pass_at_k
 from skill.routing.probe import ProbeSpec
 from skill.routing.route import RouteRequest, load_route, route_check
 
@@ -636,3 +636,40 @@ def test_a_probe_that_cut_most_completions_decides_only_provisionally(tiny_model
     )
     # Every pass counts, cut ones at the budget: it passed within it.
     assert lengths.passing_tokens == [8] * sum(decision.evidence.per_prompt_successes) != []
+
+
+def test_a_verifier_stricter_than_the_task_makes_a_never_succeeds_route_provisional():
+    """Found by an agent of bench/agent_eval: exact_match reading the whole completion passed 0 of 128 and routed to
+    SFT, while the model wrote "9 + 8 = 17"; read as the last number, 16% of the same completions passed."""
+    from types import SimpleNamespace
+
+    from skill.routing.probe import looser_extract
+    from skill.routing.route import RouteDecision, _provisional_when_read_strictly
+
+    rows = [{"prompt": "What is 9 + 8?", "answer": "17"}, {"prompt": "What is 2 + 2?", "answer": "4"}]
+    groups = [
+        SimpleNamespace(prompt_index=0, prompt=rows[0]["prompt"], completions=["9 + 8 = 17", "It is 18."]),
+        SimpleNamespace(prompt_index=1, prompt=rows[1]["prompt"], completions=["The answer is 4.", "Four."]),
+    ]
+    strict = RewardSpec(name="exact_match", role="correctness", params={"extract": "whole"})
+    probe = ProbeSpec(rows=rows)
+    assert looser_extract(strict, rows, groups, probe) == ("last_number", 0.5)
+    assert looser_extract(RewardSpec(name="math", role="correctness"), rows, groups, probe) is None  # no extract
+
+    evidence = RouteEvidence.model_construct(looser_extract=("last_number", 0.16))
+    decision = RouteDecision(
+        id="route-x",
+        route="lora-qlora-recipes",
+        provisional=False,
+        basis="measured",
+        reasons=["never"],
+        evidence=evidence,
+        next_skill="lora-qlora-recipes",
+        next_step="Fine-tune first.",
+    )
+    _provisional_when_read_strictly(decision, strict)
+    assert (
+        decision.provisional
+        and "params.extract 'last_number' 16% of the same completions pass" in (decision.warnings[0])
+    )
+    assert decision.next_step.startswith("If a right answer may come with words around it")

@@ -33,6 +33,11 @@ class RouteEvidence(BaseModel):
     verifier_read_share: float | None = Field(
         default=None, description="Share of the completions the verifier found an answer in (None: not shown)."
     )
+    looser_extract: tuple[str, float] | None = Field(
+        default=None,
+        description="When nothing passed: an extract mode of the same verifier under which some of the same "
+        "completions pass, with that share (the verifier may be stricter than the task).",
+    )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -17,9 +17,10 @@ from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
 from skill.models.hub import local_copy
 from skill.models.sources import EMBEDDED_MODEL_ID
+from skill.rewards.answers import EXTRACT_MODES
 from skill.rewards.base import call_reward
 from skill.rewards.reading import read_share, reads_too_little
-from skill.rewards.registry import build_reward_function
+from skill.rewards.registry import build_reward_function, library_entry
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import MIN_SAMPLES, RouteEvidence, probe_evidence
 from skill.routing.probe_time import DEFAULT_PROBE, estimate_before
@@ -199,7 +200,30 @@ def run_probe(
     evidence = probe_evidence(successes, probe.n, probe.k, temperatures, seconds)
     evidence.sampled_with = sampled.sampled_with
     evidence.verifier_read_share = share
+    if sum(successes) == 0:
+        evidence.looser_extract = looser_extract(verifier, rows, groups, probe)
     return evidence, samples, rows
+
+
+def looser_extract(
+    verifier: RewardSpec, rows: list[dict[str, Any]], groups: list[Any], probe: ProbeSpec
+) -> tuple[str, float] | None:
+    """For a verifier with an ``extract`` parameter that passed nothing: the other mode under which the most of the
+    same completions pass, with that share; None when no mode passes any. ``regex`` needs the caller's pattern and
+    ``whole`` is the strictest reading, so neither is tried. A verifier reading the whole completion routes a model
+    that writes "9 + 8 = 17" to SFT; read as its last number, 16% of the same completions passed."""
+    entry = library_entry(verifier.name)
+    if entry is None or "extract" not in entry.params:
+        return None
+    own = verifier.params.get("extract", entry.params["extract"].default)
+    best: tuple[str, float] | None = None
+    for mode in (mode for mode in EXTRACT_MODES if mode not in ("regex", "whole", own)):
+        spec = verifier.model_copy(update={"params": {**verifier.params, "extract": mode}})
+        scores = [score for group in score_groups(spec, rows, groups, probe) for score in group]
+        share = sum(score >= probe.success_threshold for score in scores) / max(1, len(scores))
+        if share > 0 and (best is None or share > best[1]):
+            best = (mode, round(share, 3))
+    return best
 
 
 def refuse_a_verifier_reading_too_little(verifier: RewardSpec, completions: list[Any]) -> float | None:

@@ -357,7 +357,27 @@ def _probed_decision(
         estimate = estimate_from(*measured, (prompts, probe.n, probe.max_new_tokens)) if prompts else None
         decision.next_step = sample_more_step(prompts, probe.n, estimate)
     _provisional_when_cut(decision, probe.max_new_tokens)
+    _provisional_when_read_strictly(decision, verifier)
     return decision, samples, rows
+
+
+def _provisional_when_read_strictly(decision: RouteDecision, verifier: RewardSpec) -> None:
+    """A probe where nothing passed, while the same verifier reading another way passes some of the same
+    completions, measured the verifier's reading as much as the model: its route is provisional, with the reading
+    to probe again with (when that is how answers should be read)."""
+    looser = decision.evidence.looser_extract if decision.evidence else None
+    if looser is None or decision.route not in ("lora-qlora-recipes", "sample-more"):
+        return
+    mode, share = looser
+    decision.provisional = True
+    decision.warnings.append(
+        f"Nothing passed as {verifier.name} reads answers now, but read with params.extract {mode!r} {share:.0%} "
+        "of the same completions pass: the verifier may be stricter than the task, so this route is provisional."
+    )
+    decision.next_step = (
+        f"If a right answer may come with words around it, probe again with params.extract {mode!r}; if only the "
+        f"bare answer is right, the route stands. {decision.next_step}"
+    )
 
 
 def _task_data(probe: ProbeSpec | None) -> DataReading | None:
