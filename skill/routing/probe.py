@@ -145,8 +145,10 @@ def warn_before_long_sampling(progress: Progress | None, model: str, prompts: in
             0,
             prompts * n,
             f"Sampling {prompts} prompts x {n} x {tokens} tokens is expected to take about {expected.seconds:.0f} s "
-            f"here (a probe: per round), past the {USUAL_CLIENT_TIMEOUT_S} s many clients wait for a call: shrink "
-            "num_prompts or max_new_tokens, or raise the client's timeout (progress follows at least every 5 s).",
+            f"a round here, up to {2 * expected.seconds:.0f} s when nothing passes (a second round samples at the "
+            f"low temperature), more on a busy machine: past the {USUAL_CLIENT_TIMEOUT_S} s many clients wait for a "
+            "call. Shrink num_prompts or max_new_tokens, or raise the client's timeout (progress follows at least "
+            "every 5 s).",
         )
 
 
