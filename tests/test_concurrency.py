@@ -74,7 +74,9 @@ def test_resume_before_the_first_checkpoint_starts_over_and_says_so(tiny_model_d
     os.killpg(read_record(directory).pid, signal.SIGKILL)
     assert wait("resume-none", timeout=30).state == "failed"
     assert steps_of(directory, "metrics.jsonl")  # the killed attempt wrote steps
-    run_grpo(RunRequest(resume_run_id="resume-none"))
+    started = run_grpo(RunRequest(resume_run_id="resume-none"))
+    # said at once, before the worker runs (an agent read the old step and no resume note, and thought it resumed)
+    assert started.resume.startswith("resuming: no checkpoint was saved, so it starts over from step 0")
     status = wait("resume-none")
     assert status.state == "succeeded", run_logs("resume-none").lines[-20:]
     assert steps_of(directory, "metrics.jsonl") == [1, 2, 3, 4]

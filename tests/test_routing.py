@@ -644,7 +644,7 @@ def test_a_verifier_stricter_than_the_task_makes_a_never_succeeds_route_provisio
     from types import SimpleNamespace
 
     from skill.routing.probe import looser_extract
-    from skill.routing.route import RouteDecision, _provisional_when_read_strictly
+    from skill.routing.route import RouteDecision, provisional_when_read_strictly
 
     rows = [{"prompt": "What is 9 + 8?", "answer": "17"}, {"prompt": "What is 2 + 2?", "answer": "4"}]
     groups = [
@@ -667,7 +667,7 @@ def test_a_verifier_stricter_than_the_task_makes_a_never_succeeds_route_provisio
         next_skill="lora-qlora-recipes",
         next_step="Fine-tune first.",
     )
-    _provisional_when_read_strictly(decision, strict)
+    provisional_when_read_strictly(decision, strict)
     assert (
         decision.provisional
         and "params.extract 'last_number' 16% of the same completions pass" in (decision.warnings[0])

@@ -210,6 +210,7 @@ def test_cancel_leaves_no_process_behind(tiny_model_dir, dataset):
     record = read_record(run_dir("tiny-cancel"))
     status = cancel_run("tiny-cancel")
     assert status.state == "cancelled"
+    assert status.reason == "cancelled on request before its first checkpoint: a resume starts over from step 0"
     assert not is_alive(record)
     with pytest.raises(ProcessLookupError):
         os.killpg(record.pid, 0)

@@ -1,5 +1,6 @@
 """Calls per task from the evaluated agents' transcripts (transcripts/<task>.jsonl, one line per client command):
-commands, tool calls, errors, invalid calls repeated verbatim, the largest result, and the longest call.
+commands, tool calls, errors, invalid calls repeated verbatim, the largest tool result (the 12,000-character limit
+applies to those), the largest resource read, and the longest call.
 
 Run: python bench/agent_eval/summarise.py   (prints a Markdown table)
 """
@@ -22,14 +23,15 @@ def summary(path: Path) -> dict:
         key = json.dumps([entry.get("command"), entry.get("args")])
         repeated += key in seen
         seen.add(key)
-    results = [e for e in entries if e.get("command") in ("call", "read")]
+    reads = [e for e in entries if e.get("command") == "read"]
     return {
         "task": path.stem,
         "commands": len(entries),
         "tool_calls": len(calls),
         "errors": len(errors),
         "repeated_invalid": repeated,
-        "largest_result": max((e.get("result_chars", 0) for e in results), default=0),
+        "largest_result": max((e.get("result_chars", 0) for e in calls), default=0),
+        "largest_read": max((e.get("result_chars", 0) for e in reads), default=0),
         "longest_call_s": max((e.get("seconds", 0.0) for e in calls), default=0.0),
         "tools": sorted({e["args"][0] for e in calls if e.get("args")}),
     }
@@ -37,13 +39,16 @@ def summary(path: Path) -> dict:
 
 def main() -> None:
     rows = [summary(path) for path in sorted((HERE / "transcripts").glob("*.jsonl"))]
-    print("| task | commands | tool calls | errors | invalid repeated | largest result (chars) | longest call (s) |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| task | commands | tool calls | errors | invalid repeated | largest tool result (chars) "
+        "| largest resource read | longest call (s) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         over = " (over the limit)" if row["largest_result"] > RESULT_LIMIT else ""
         print(
             f"| {row['task']} | {row['commands']} | {row['tool_calls']} | {row['errors']} | {row['repeated_invalid']} "
-            f"| {row['largest_result']:,}{over} | {row['longest_call_s']:.0f} |"
+            f"| {row['largest_result']:,}{over} | {row['largest_read']:,} | {row['longest_call_s']:.0f} |"
         )
 
 

@@ -33,7 +33,7 @@ from skill.recipe.checking.trl_contract import (
     installed_versions,
     recipe_transformers,
 )
-from skill.recipe.deciding.base_config import apply_base, changes_from_base
+from skill.recipe.deciding.base_config import apply_base, changes_from_base, reasons_besides_changes
 from skill.recipe.deciding.completion_budget import (
     check_budget_override,
     cpu_budget_warning,
@@ -338,6 +338,7 @@ def emit_as_asked(request: RecipeRequest) -> GRPORecipe:
     recipe = with_sharding(recipe, request.sharding)
     if request.base_config is not None:
         recipe.changes_from_base = changes_from_base(request.base_config, recipe.trl, recipe.reasons)
+        recipe.reasons = reasons_besides_changes(recipe.reasons, recipe.changes_from_base)
     recipe.launch.commands = launch_commands(recipe)
     _attach_provenance(recipe, request, route[1] if route else None)
     attach_time_estimate(recipe, route[0].completion_lengths if route else None, request.price_per_gpu_hour)
@@ -372,8 +373,8 @@ def _decide_kwargs(
     """The GRPOConfig kwargs in the order of precedence: seed, hardware, method, the task, variants, overrides."""
     build = _Builder()
     seed = seed_values()
-    for field, (value, reason) in seed.items():
-        build.set(field, value, "seed", reason)
+    for field, (value, reason) in seed.items():  # the first clause: the whole reason is in grpo-fields.md
+        build.set(field, value, "seed", reason.split("; ")[0])
     for field, value, source, reason in tracking_fields(request.report_to, seed["report_to"][0]):
         build.set(field, value, source, reason)
     _apply_hardware(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from skill.data import DatasetSpec
 from skill.errors import SkillError
@@ -72,7 +72,7 @@ class RecipeReason(BaseModel):
     """Why one field has its value."""
 
     field: str
-    value: Any
+    value: Any = Field(default=None, description="Its value; left out where it is the recipe's trl[field].")
     source: Literal["seed", "hardware", "method", "task", "base", "variant", "override", "rewards", "dataset"]
     reason: str
 
@@ -127,13 +127,49 @@ class GRPORecipe(BaseModel):
         default=None,
         description="Held-out evaluation: before the first step, every N steps and after the last (None: none).",
     )
-    reasons: list[RecipeReason] = Field(default_factory=list)
+    reasons: list[RecipeReason] = Field(
+        default_factory=list,
+        description="Why each field has its value (a seed value's reason abridged: grpo://references/grpo-fields.md).",
+    )
     changes_from_base: list[ChangeFromBase] | None = Field(
         default=None,
-        description="With base_config: what to change in your run, each with its reason; every other field you "
-        "set is kept.",
+        description="With base_config: what to change in your run, each with its reason (not repeated in reasons); "
+        "every other field you set is kept.",
     )
     provenance: Provenance
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reason_values(cls, data: Any) -> Any:
+        """A reason sent without its value (as the recipe is written) takes the trl field's."""
+        if isinstance(data, dict) and isinstance(data.get("reasons"), list) and isinstance(data.get("trl"), dict):
+            trl = data["trl"]
+            data = {
+                **data,
+                "reasons": [
+                    {**reason, "value": trl[reason["field"]]}
+                    if isinstance(reason, dict) and "value" not in reason and reason.get("field") in trl
+                    else reason
+                    for reason in data["reasons"]
+                ],
+            }
+        return data
+
+    @model_serializer(mode="wrap")
+    def _without_repeated_values(self, handler: Any) -> Any:
+        """The recipe as written: a reason's value is left out where it repeats trl[field] (read back by
+        ``_reason_values``), which keeps a recipe within what an agent reads in one result."""
+        data = handler(self)
+        if isinstance(data, dict) and isinstance(data.get("reasons"), list):
+            trl = data.get("trl") or {}
+            for reason in data["reasons"]:
+                if (
+                    isinstance(reason, dict)
+                    and reason.get("field") in trl
+                    and reason.get("value") == trl[reason["field"]]
+                ):
+                    reason.pop("value", None)
+        return data
 
     @property
     def grpo(self) -> GRPOFields:

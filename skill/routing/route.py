@@ -357,11 +357,11 @@ def _probed_decision(
         estimate = estimate_from(*measured, (prompts, probe.n, probe.max_new_tokens)) if prompts else None
         decision.next_step = sample_more_step(prompts, probe.n, estimate)
     _provisional_when_cut(decision, probe.max_new_tokens)
-    _provisional_when_read_strictly(decision, verifier)
+    provisional_when_read_strictly(decision, verifier)
     return decision, samples, rows
 
 
-def _provisional_when_read_strictly(decision: RouteDecision, verifier: RewardSpec) -> None:
+def provisional_when_read_strictly(decision: RouteDecision, verifier: RewardSpec) -> None:
     """A probe where nothing passed, while the same verifier reading another way passes some of the same
     completions, measured the verifier's reading as much as the model: its route is provisional, with the reading
     to probe again with (when that is how answers should be read)."""

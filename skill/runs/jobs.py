@@ -31,10 +31,12 @@ from skill.runs.store import (
     FINAL_STATES,
     RunRecord,
     RunState,
+    cancelled_reason,
     planned_steps,
     read_jsonl,
     read_recipe,
     read_record,
+    resume_preview,
     run_dir,
     runs_root,
     start_lock,
@@ -419,7 +421,8 @@ def _start(request: RunRequest) -> RunStatus:
         # "starting" with no pid until the spawn: a concurrent status call must not see the old, dead pid as "running"
         # and mark the run failed between this write and the spawn's.
         record.state, record.pid, record.process_start_ticks, record.engine_handle = "starting", None, None, {}
-        record.reason = record.exit_code = record.signal = record.ended_at = record.resume_note = None
+        record.reason = record.exit_code = record.signal = record.ended_at = None
+        record.resume_note = resume_preview(directory)  # the worker writes what it did once it starts
         write_record(directory, record)
         try:
             engine_named(record.engine).submit(directory, resume=True)  # the same plan, at the same world size
@@ -454,9 +457,7 @@ def run_status(
     """State, step, ETA, the last metric points and health warnings. With wait_seconds, waits that long for the
     run to end or, given until_step, to reach that step, reporting progress while it waits."""
     directory = run_dir(run_id)
-    status = _status(directory)
-    deadline = time.time() + max(0.0, wait_seconds)
-    reported_at, reported_step = 0.0, -1
+    status, deadline, reported_at, reported_step = _status(directory), time.time() + max(0.0, wait_seconds), 0.0, -1
 
     def waiting(status: RunStatus) -> bool:
         reached = until_step is not None and status.step >= until_step
@@ -485,7 +486,7 @@ def cancel_run(run_id: str) -> RunStatus:
     record = _refresh(directory)
     if record.state in FINAL_STATES:
         return _status(directory)
-    record.state, record.reason, record.ended_at = "cancelled", "cancelled on request", time.time()
+    record.state, record.reason, record.ended_at = "cancelled", cancelled_reason(directory), time.time()
     write_record(directory, record)
     engine_named(record.engine).cancel(directory, record)
     stopped = read_record(directory)

@@ -189,6 +189,33 @@ def append_jsonl(path: Path, *rows: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
+def latest_checkpoint(directory: Path) -> Path | None:
+    """The newest checkpoint-N directory (under a run's ``checkpoints``) holding a trainer state, or None."""
+    found = [p for p in directory.glob("checkpoint-*") if (p / "trainer_state.json").is_file()]
+    return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+
+def resume_preview(directory: Path) -> str:
+    """What a resume of the run will do, said before its worker starts: from which checkpoint, or over from step 0.
+
+    >>> import tempfile
+    >>> resume_preview(Path(tempfile.mkdtemp()))
+    'resuming: no checkpoint was saved, so it starts over from step 0 (the steps logged so far are dropped)'
+    """
+    checkpoint = latest_checkpoint(directory / "checkpoints")
+    if checkpoint is None:
+        return "resuming: no checkpoint was saved, so it starts over from step 0 (the steps logged so far are dropped)"
+    return f"resuming from {checkpoint.name} (step {checkpoint.name.split('-')[1]})"
+
+
+def cancelled_reason(directory: Path) -> str:
+    """Why a run stopped, and what a resume of it will do: a cancel before the first checkpoint loses every step."""
+    checkpoint = latest_checkpoint(directory / "checkpoints")
+    if checkpoint is None:
+        return "cancelled on request before its first checkpoint: a resume starts over from step 0"
+    return f"cancelled on request; a resume continues from {checkpoint.name}"
+
+
 def keep_steps_up_to(path: Path, step: int) -> int:
     """Rewrite a JSONL file of step rows keeping those at or before ``step`` (0 keeps none), atomically; returns how
     many rows were dropped. A resumed run retrains the steps after its checkpoint: their old rows must go.

@@ -64,6 +64,7 @@ from skill.runs.store import (
     METRICS_HEADER,
     append_jsonl,
     keep_steps_up_to,
+    latest_checkpoint,
     read_jsonl,
     read_recipe,
     read_record,
@@ -112,12 +113,6 @@ def _die_with_launcher() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # torchrun died before the request took effect
         os._exit(1)
-
-
-def latest_checkpoint(directory: Path) -> Path | None:
-    """The newest checkpoint-N directory holding a trainer state, or None."""
-    found = [p for p in directory.glob("checkpoint-*") if (p / "trainer_state.json").is_file()]
-    return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
 def evaluation_line(step: int, logs: dict[str, Any]) -> str:

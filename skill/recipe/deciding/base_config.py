@@ -49,3 +49,18 @@ def changes_from_base(base: dict[str, Any], trl: dict[str, Any], reasons: list[R
         if yours != trl.get(field):
             changes.append(ChangeFromBase(field=field, yours=yours, recipe=trl.get(field), reason=reason.reason))
     return changes
+
+
+def reasons_besides_changes(reasons: list[RecipeReason], changes: list[ChangeFromBase]) -> list[RecipeReason]:
+    """The recipe's reasons, each said once: a field changed from the base has its reason in the change, and a
+    field the base set and the recipe kept needs none (the base is the reason).
+
+    >>> kept = RecipeReason(field="temperature", value=0.9, source="base", reason="kept")
+    >>> changed = RecipeReason(field="epsilon_high", value=0.28, source="variant", reason="dapo")
+    >>> seeded = RecipeReason(field="logging_steps", value=1, source="seed", reason="every step")
+    >>> change = ChangeFromBase(field="epsilon_high", yours=None, recipe=0.28, reason="dapo")
+    >>> [reason.field for reason in reasons_besides_changes([kept, changed, seeded], [change])]
+    ['logging_steps']
+    """
+    changed = {change.field for change in changes}
+    return [reason for reason in reasons if reason.source != "base" and reason.field not in changed]

@@ -46,9 +46,11 @@ def fit_to_memory(
         for field, value in changed.items():
             reason = f"memory remedy {remedy['name']}: {remedy['cost']} (as asked: {asked} per GPU)"
             fixed.reasons = [r for r in fixed.reasons if r.field != field]
-            fixed.reasons.append(RecipeReason(field=field, value=value, source="hardware", reason=reason))
-            for change in fixed.changes_from_base or []:
-                change.reason = reason if change.field == field else change.reason
+            changes = [change for change in fixed.changes_from_base or [] if change.field == field]
+            for change in changes:  # a field changed from the caller's base has its reason there
+                change.reason = reason
+            if not changes:
+                fixed.reasons.append(RecipeReason(field=field, value=value, source="hardware", reason=reason))
         return fixed
     options = "; ".join(
         f"{remedy['name']} ({remedy['peak_gib']:.1f} GiB: {', '.join(f'{k}={v}' for k, v in changes.items())})"

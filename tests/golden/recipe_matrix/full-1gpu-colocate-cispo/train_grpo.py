@@ -61,15 +61,15 @@ def main() -> None:
         epsilon=0.2,  # standard PPO/GRPO clip range
         epsilon_high=5.0,  # cispo: CISPO: clip the importance weight, keep every token's gradient
         fp16=False,  # bf16 is used instead
-        gradient_accumulation_steps=4,  # seed recipe: 4 groups per optimizer step; also sets steps_per_generation
+        gradient_accumulation_steps=4,  # seed recipe: 4 groups per optimizer step
         gradient_checkpointing=True,  # recompute activations: GPU memory is the bottleneck (named as transformers 5.17 reads it)
         importance_sampling_level='token',  # standard GRPO token-level ratios
         learning_rate=5e-07,  # seed recipe: small steps keep the policy near what the reward was inspected on
         log_completions=False,  # the runner samples completions itself
         logging_steps=10,  # seed recipe: log every 10 steps
         loss_type='cispo',  # cispo: CISPO: clip the importance weight, keep every token's gradient
-        lr_scheduler_type='constant_with_warmup',  # RL rewards are non-stationary; no decay schedule to tune
-        mask_truncated_completions=False,  # truncated completions still count; the overlong variant changes this
+        lr_scheduler_type='constant_with_warmup',  # RL rewards are non-stationary
+        mask_truncated_completions=False,  # truncated completions still count
         max_completion_length=256,  # sized from the task, the largest of: no probe measured the model's own lengths (route_check's probe would): the seed's 256; rounded up to a multiple of 16 = 256
         max_grad_norm=1.0,  # clip gradient norm at 1.0 against reward spikes
         model_init_kwargs={'dtype': 'float32'},  # fp32 master weights trained under bfloat16 autocast: AdamW moves a weight by about the learning rate per step, which a bf16 weight of magnitude 0.02 (spacing 1.2e-4) rounds away at lr 5e-7, so pure-bf16 weights barely train (bench/RESULTS.md, weights moved); costs fp32 weights, gradients and Adam states
@@ -86,7 +86,7 @@ def main() -> None:
         temperature=1.0,  # sample at the model's own distribution so groups have varied outcomes
         top_p=1.0,  # no nucleus truncation: keep the full distribution for exploration
         trackio_space_id=None,  # None, stated: metrics stay on this machine; a Space id makes trackio deploy a dashboard Space to the Hub (public unless hub_private_repo), so one is set only when the caller asks (override)
-        use_bias_correction_kl=True,  # TRL 1.16's default, stated: with beta > 0 the KL term is multiplied by the importance ratio, so its gradient is the unbiased reverse-KL gradient (DeepSeek-V3.2, arXiv:2512.02556); inert at beta 0
+        use_bias_correction_kl=True,  # TRL 1.16's default, stated: with beta > 0 the KL term is multiplied by the importance ratio, so its gradient is the unbiased reverse-KL gradient (DeepSeek-V3.2, arXiv:2512.02556)
         use_cpu=False,  # GPU target
         use_vllm=True,  # vLLM generation is several times faster than transformers
         vllm_enable_sleep_mode=False,  # colocated vLLM stays awake: the estimate fits awake (60.4 of 79.6 GiB), so no step pays sleep mode's re-allocation

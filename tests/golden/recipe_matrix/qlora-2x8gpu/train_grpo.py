@@ -68,15 +68,15 @@ def main() -> None:
         disable_dropout=True,  # dropout makes policy and reference log-probs disagree on the same tokens
         epsilon=0.2,  # standard PPO/GRPO clip range
         fp16=False,  # bf16 is used instead
-        gradient_accumulation_steps=4,  # seed recipe: 4 groups per optimizer step; also sets steps_per_generation
+        gradient_accumulation_steps=4,  # seed recipe: 4 groups per optimizer step
         gradient_checkpointing=True,  # recompute activations: GPU memory is the bottleneck (named as transformers 5.17 reads it)
         importance_sampling_level='token',  # standard GRPO token-level ratios
         learning_rate=5e-06,  # LoRA needs about 10x the full fine-tune learning rate
         log_completions=False,  # the runner samples completions itself
         logging_steps=10,  # seed recipe: log every 10 steps
         loss_type='dapo',  # token-level normalisation (TRL 1.16 default, stated): no per-sequence length bias
-        lr_scheduler_type='constant_with_warmup',  # RL rewards are non-stationary; no decay schedule to tune
-        mask_truncated_completions=False,  # truncated completions still count; the overlong variant changes this
+        lr_scheduler_type='constant_with_warmup',  # RL rewards are non-stationary
+        mask_truncated_completions=False,  # truncated completions still count
         max_completion_length=256,  # sized from the task, the largest of: no probe measured the model's own lengths (route_check's probe would): the seed's 256; rounded up to a multiple of 16 = 256
         max_grad_norm=1.0,  # clip gradient norm at 1.0 against reward spikes
         model_init_kwargs={'dtype': 'bfloat16', 'quantization_config': {'quant_method': 'bitsandbytes', 'load_in_4bit': True, 'bnb_4bit_quant_type': 'nf4', 'bnb_4bit_compute_dtype': 'bfloat16', 'bnb_4bit_use_double_quant': True}},  # NF4 base computing in bfloat16; TRL 1.16 casts QLoRA adapters to bf16 (the QLoRA paper), so their updates are bf16-rounded (LoRA keeps them in float32)
@@ -93,7 +93,7 @@ def main() -> None:
         temperature=1.0,  # sample at the model's own distribution so groups have varied outcomes
         top_p=1.0,  # no nucleus truncation: keep the full distribution for exploration
         trackio_space_id=None,  # None, stated: metrics stay on this machine; a Space id makes trackio deploy a dashboard Space to the Hub (public unless hub_private_repo), so one is set only when the caller asks (override)
-        use_bias_correction_kl=True,  # TRL 1.16's default, stated: with beta > 0 the KL term is multiplied by the importance ratio, so its gradient is the unbiased reverse-KL gradient (DeepSeek-V3.2, arXiv:2512.02556); inert at beta 0
+        use_bias_correction_kl=True,  # TRL 1.16's default, stated: with beta > 0 the KL term is multiplied by the importance ratio, so its gradient is the unbiased reverse-KL gradient (DeepSeek-V3.2, arXiv:2512.02556)
         use_cpu=False,  # GPU target
         use_vllm=False,  # QLoRA: transformers generates from the 4-bit policy itself; vLLM cannot serve it (vLLM 0.31 has no bitsandbytes quantization method, which TRL 1.16 asks a colocated engine for, and TRL's server sync streams packed NF4 tensors without their scales)
         warmup_steps=0.03,  # 3% warm-up (a float below 1 is a ratio) avoids a large first step
