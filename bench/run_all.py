@@ -22,7 +22,11 @@ BENCH = Path(__file__).resolve().parent
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    return _load_from(BENCH / f"{name}.py")
+
+
+def _load_from(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -412,8 +416,32 @@ def render(info: dict, results: dict) -> str:
         "",
     ]
     lines += gpu_check_lines()
+    lines += agent_evaluation_lines()
     lines += _load("validation_sections").render_sections(results)
     return "\n".join(lines)
+
+
+def agent_evaluation_lines() -> list[str]:
+    """The agent evaluation (bench/agent_eval): each task's graded outcome and its calls, from the committed
+    transcripts; no agent runs here (an LLM agent plays each task: bench/agent_eval/README.md)."""
+    graded = json.loads((BENCH / "agent_eval" / "outcomes.json").read_text())
+    summarise = _load_from(BENCH / "agent_eval" / "summarise.py")
+    rows = {row["task"]: row for row in map(summarise.summary, sorted(BENCH.glob("agent_eval/transcripts/*.jsonl")))}
+    lines = ["", "## Fresh LLM agents driving the server (bench/agent_eval)", "", f"{graded['run']}.", ""]
+    lines += [f"Before: {graded['before']}.", ""]
+    lines += [
+        "| task | right outcome | commands | tool calls | errors | invalid repeated | largest tool result | outcome |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for task, grade in graded["tasks"].items():  # one row a task, the transcripts' counts beside the grade
+        row = rows.get(task, {})
+        lines.append(
+            f"| {task} | {'yes' if grade['right'] else 'NO'} | {row.get('commands', '-')} "
+            f"| {row.get('tool_calls', '-')} | {row.get('errors', '-')} | {row.get('repeated_invalid', '-')} "
+            f"| {row.get('largest_result', 0):,} "
+            f"| {grade['outcome']} |"
+        )
+    return lines + ["", *(f"- {line}." for line in graded.get("since", []))]
 
 
 def gpu_check_lines() -> list[str]:
