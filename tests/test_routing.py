@@ -580,7 +580,8 @@ def test_a_probe_longer_than_a_clients_timeout_says_so_before_it_samples():
     )
     with pytest.raises(Cancelled):
         route_check(request, progress=lambda done, total, message: messages.append(message), should_stop=lambda: True)
-    assert messages and "past the 60 s many clients wait" in messages[0] and "shrink num_prompts" in messages[0]
+    assert messages and "past the 60 s many clients wait" in messages[0] and "Shrink num_prompts" in messages[0]
+    assert "when nothing passes" in messages[0]  # the second round, at the low temperature, counted too
     # inspect_rewards' own sampling says so the same way.
     from skill.inspection.run import inspect_rewards
     from skill.inspection.schema import GenerateSamples, InspectionRequest
