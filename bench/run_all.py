@@ -441,7 +441,23 @@ def agent_evaluation_lines() -> list[str]:
             f"| {row.get('largest_result', 0):,} "
             f"| {grade['outcome']} |"
         )
-    return lines + ["", *(f"- {line}." for line in graded.get("since", []))]
+    lines += ["", *(f"- {line}." for line in graded.get("since", []))]
+    later = graded.get("round2")
+    if later:
+        rows = {
+            row["task"]: row for row in map(summarise.summary, sorted(BENCH.glob("agent_eval/transcripts/round2/*")))
+        }
+        lines += ["", f"Round 2: {later['run']}.", ""]
+        lines += ["| task | right outcome | commands | tool calls | errors | largest tool result | outcome |"]
+        lines += ["|---|---|---|---|---|---|---|"]
+        for task, grade in later["tasks"].items():
+            row = rows.get(task, {})
+            lines.append(
+                f"| {task} | {'yes' if grade['right'] else 'NO'} | {row.get('commands', '-')} "
+                f"| {row.get('tool_calls', '-')} | {row.get('errors', '-')} | {row.get('largest_result', 0):,} "
+                f"| {grade['outcome']} |"
+            )
+    return lines
 
 
 def gpu_check_lines() -> list[str]:

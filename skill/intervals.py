@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 Z_95 = 1.96
+MAX_DISAGREEING_SHARE = 0.1  # a reward (or a judge) may differ from a person's blind labels on at most this share
 Z_80_POWER = 0.8416  # the standard normal's 80th percentile: a test at 95% that finds a true change 4 times in 5
 
 

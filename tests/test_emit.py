@@ -317,6 +317,7 @@ def test_a_base_config_is_answered_against_the_users_own_run():
     changed = {change.field: change for change in dapo.changes_from_base}
     assert {"epsilon_high", "mask_truncated_completions"} <= set(changed) and not set(changed) & set(kept)
     assert changed["epsilon_high"].recipe == 0.28 and "DAPO" in changed["epsilon_high"].reason
+    assert changed["epsilon_high"].stated is False and changed["epsilon_high"].yours is None  # TRL's default
 
     # A symptom that does justify changing them changes the user's values, not ours.
     drift = emit_grpo_config(request(**ask, base_config=base, symptoms=["kl_blowup"]))

@@ -391,6 +391,8 @@ def test_routes_away_hand_over_a_starting_point_that_trl_accepts(tmp_path):
     assert small.handover.fine_tune == "full" and "model size unknown" in small.handover.config[0].reason
     assert demos.handover.method == "SFT" and {v.field: v.value for v in demos.handover.config}["learning_rate"] == 2e-5
     assert judge.handover.trainer is None and "human_label" in judge.handover.data.columns
+    # the judge's bar is the gate's: a judge calibrated to less would fail its blind read
+    assert {v.field: v.value for v in judge.handover.config}["agreement_to_reach"] == 0.9
     # Every field is a real field of TRL's config classes (model flags belong to ModelConfig).
     model_fields = {"use_peft", "lora_r", "lora_alpha"}
     for handover, config_class in ((dpo, DPOConfig), (demos.handover, SFTConfig)):

@@ -30,14 +30,13 @@ whose judgment is the reward's (its review is stamped with reviewer kind ``progr
 from __future__ import annotations
 
 from skill.inspection.schema import Agreement, Disagreement, InspectionReport, Review, SampleResult
-from skill.intervals import fisher_agreement_p
+from skill.intervals import MAX_DISAGREEING_SHARE, fisher_agreement_p
 from skill.rewards.spec import RewardSpec, metric_names
 
 READ_ROLES = ("correctness", "format", "judge")  # a person can say pass or fail; shaping rewards are shown after
 PASS_SCORE = 0.5  # a score at or above it is the reward saying "pass" (rewards here score 0..1)
 MIN_LABELS = 50  # the seed's floor for a reward read
 MAX_P_VALUE = 0.001  # a non-reading labeller passes at most 1 time in 1,000 reads
-MAX_DISAGREEING_SHARE = 0.1
 MIN_EACH_OUTCOME = 6  # the fewest passes (and fails) per reward where 3% misreads fail a read of 60 under 1%
 # The rule in one sentence: record_review's description, the README and SKILL.md quote it from here.
 GATE_RULE = (

@@ -91,8 +91,8 @@ class RecipeRequest(BaseModel):
     variant: VariantName | None = Field(default=None, description="A named variant to apply (see grpo-variants.md).")
     base_config: dict[str, Any] | None = Field(
         default=None,
-        description="Your run's GRPOConfig kwargs: kept, changed only where a symptom, variant or override says "
-        "(changes_from_base).",
+        description="Your run's GRPOConfig kwargs: kept, changed where a symptom, variant, override or the "
+        "target needs (changes_from_base).",
     )
     symptoms: list[Symptom] = Field(
         default_factory=list, description="Observed symptoms (run_status names them); each selects a variant."

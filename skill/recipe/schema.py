@@ -81,7 +81,8 @@ class ChangeFromBase(BaseModel):
     """One field the recipe changes from the caller's own run (``base_config``), and why."""
 
     field: str
-    yours: Any = Field(description="Your run's value (TRL's default where your config leaves it unset).")
+    yours: Any = Field(description="Your run's value: what your config sets, else TRL's default (stated: false).")
+    stated: bool = Field(default=True, description="Whether your config sets it; false: yours is TRL's default.")
     recipe: Any = Field(description="The recipe's value.")
     reason: str
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from skill.intervals import MAX_DISAGREEING_SHARE
 from skill.models.sources import is_embedded, resolve_model_path
 from skill.routing.probe_time import parameters_b
 
@@ -299,9 +300,9 @@ def judge_handover() -> Handover:
             StartingValue(field="labelled_samples", value=100, reason="enough to see agreement within about +-0.1"),
             StartingValue(
                 field="agreement_to_reach",
-                value=0.8,
-                reason="raw agreement, the share of outputs where judge and people agree (inspect_rewards' blind "
-                "read reports it per reward): a judge that disagrees on 1 in 5 rewards its own blind spots",
+                value=round(1 - MAX_DISAGREEING_SHARE, 2),
+                reason="raw agreement, the share of outputs where judge and people agree: the blind read that opens "
+                f"the gate for a judge reward lets it differ from the reader on at most {MAX_DISAGREEING_SHARE:.0%}",
             ),
         ],
         data=DataShape(

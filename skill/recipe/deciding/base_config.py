@@ -47,7 +47,9 @@ def changes_from_base(base: dict[str, Any], trl: dict[str, Any], reasons: list[R
             continue
         yours = base[field] if stated else getattr(run, field, None)
         if yours != trl.get(field):
-            changes.append(ChangeFromBase(field=field, yours=yours, recipe=trl.get(field), reason=reason.reason))
+            changes.append(
+                ChangeFromBase(field=field, yours=yours, stated=stated, recipe=trl.get(field), reason=reason.reason)
+            )
     return changes
 
 
