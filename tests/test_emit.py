@@ -325,6 +325,10 @@ def test_a_base_config_is_answered_against_the_users_own_run():
     assert changed["learning_rate"].yours == 3e-6 and changed["learning_rate"].recipe == pytest.approx(1.5e-6)
     assert changed["beta"].yours == 0.02 and changed["beta"].recipe == pytest.approx(0.08)
     assert drift.trl["temperature"] == 0.7 and "temperature" not in changed
+    # A field the user set that the recipe would otherwise decide for the target stays the user's.
+    chosen = emit_grpo_config(request(**ask, base_config={**base, "vllm_importance_sampling_mode": "sequence_mask"}))
+    assert chosen.trl["vllm_importance_sampling_mode"] == "sequence_mask"
+    assert "vllm_importance_sampling_mode" not in {change.field for change in chosen.changes_from_base}
     # Without base_config nothing is reported against a run the caller never sent.
     assert emit_grpo_config(request(**ask, symptoms=["kl_blowup"])).changes_from_base is None
 

@@ -214,7 +214,7 @@ def _apply_generation_decisions(build: _Builder, request: RecipeRequest, paramet
     decided = importance_sampling_fields(build.trl)
     decided += colocate_tensor_parallel(build.trl, request.hardware, parameters_b)
     for field, value, reason in decided:
-        if field not in build.reasons or build.reasons[field].source not in ("override", "variant"):
+        if field not in build.reasons or build.reasons[field].source not in ("override", "variant", "base"):
             build.set(field, value, "hardware", reason)
     check_server_url(build.trl)
     if "vllm_server_base_url" in request.overrides and "vllm_server_base_url" not in request.override_reasons:
