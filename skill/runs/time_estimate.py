@@ -27,17 +27,21 @@ def write_estimate(directory: Path, recipe: Any) -> None:
         (directory / ESTIMATE_FILE).write_text(estimate.model_dump_json(indent=1))
 
 
-def _stored(directory: Path) -> dict[str, Any] | None:
+def stored_estimate(directory: Path) -> dict[str, Any]:
+    """The estimate stored at the run's start ({} when none was made or it cannot be read)."""
     try:
         return json.loads((directory / ESTIMATE_FILE).read_text())
     except (OSError, ValueError):
-        return None
+        return {}
 
 
-def estimated_seconds_per_step(directory: Path) -> float | None:
-    """The steady seconds per step estimated at the start (without the run's fixed costs), or None."""
-    data = _stored(directory)
-    return None if data is None else data["seconds_per_step"] - data.get("fixed_per_step_s", 0.0)
+def estimated_seconds_per_step(stored: dict[str, Any]) -> float | None:
+    """The steady seconds per step estimated at the start (without the run's fixed costs), or None.
+
+    >>> estimated_seconds_per_step({"seconds_per_step": 12.0, "fixed_per_step_s": 2.0}), estimated_seconds_per_step({})
+    (10.0, None)
+    """
+    return stored["seconds_per_step"] - stored.get("fixed_per_step_s", 0.0) if stored else None
 
 
 def measured_seconds_per_step(metrics: list[dict[str, Any]]) -> float | None:
@@ -61,11 +65,10 @@ def measured_seconds_per_step(metrics: list[dict[str, Any]]) -> float | None:
     return max(0.0, last["time"] - first["time"] - evaluating) / max(1, last["step"] - first["step"])
 
 
-def remaining_evaluation_seconds(directory: Path, metrics: list[dict[str, Any]], step: int) -> float:
-    """The held-out evaluations still to run, at the mean measured ``eval_runtime`` (the estimate's before the
-    first). None are left when the estimate planned none, or when a run past step 0 logged none (its world size
-    left no held-out sample to score)."""
-    data = _stored(directory) or {}
+def remaining_evaluation_seconds(data: dict[str, Any], metrics: list[dict[str, Any]], step: int) -> float:
+    """The held-out evaluations still to run, at the mean measured ``eval_runtime`` (the stored estimate's before
+    the first). None are left when the estimate planned none, or when a run past step 0 logged none (its world
+    size left no held-out sample to score)."""
     logged = [row for row in metrics if is_evaluation(row)]
     if not data.get("evaluations") or (step > 0 and not logged):
         return 0.0
@@ -105,12 +108,13 @@ def time_fields(
     """run_status's timing fields: the measured and the stored estimate of seconds per step, the comparison line,
     and the ETA in seconds (None unless running with a known plan): the remaining steps at the blended rate plus
     the held-out evaluations still to run. ``n`` logged steps give ``n - 1`` measured intervals."""
-    estimated, measured = estimated_seconds_per_step(directory), measured_seconds_per_step(metrics)
+    stored = stored_estimate(directory)  # read once a status
+    estimated, measured = estimated_seconds_per_step(stored), measured_seconds_per_step(metrics)
     training = training_rows(metrics)
     rate = blended(estimated, measured, max(0, len(training) - 1))
     running = state == "running" and remaining_steps is not None
     step = training[-1]["step"] if training else 0
-    evaluating = remaining_evaluation_seconds(directory, metrics, step) if running else 0.0
+    evaluating = remaining_evaluation_seconds(stored, metrics, step) if running else 0.0
     return {
         "seconds_per_step": measured,
         "estimated_seconds_per_step": estimated,
