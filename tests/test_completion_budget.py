@@ -11,7 +11,6 @@ import pytest
 from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.recipe.deciding.completion_budget import (
-    CUT_AT_MOST,
     REASONING_FLOOR,
     check_budget_override,
     reference_answer_tokens,
@@ -20,7 +19,7 @@ from skill.recipe.deciding.completion_budget import (
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
-from skill.routing.evidence import CompletionLengths
+from skill.routing.evidence import CUT_AT_MOST, CompletionLengths
 from skill.sampling.engines import sample_completions
 from skill.sampling.schema import SamplingSettings
 

@@ -34,12 +34,12 @@ from skill.hardware.specs import HardwareSpec
 from skill.inspection.gate import record_review
 from skill.inspection.run import inspect_rewards
 from skill.inspection.schema import InspectionRequest, ReviewRequest
-from skill.recipe.deciding.completion_budget import CUT_AT_MOST
 from skill.recipe.deciding.evaluation_plan import EvaluationPlan
 from skill.recipe.deciding.field_rules import cpu_short_run_values
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.schema import DatasetSpec, ModelSpec
 from skill.rewards.spec import RewardSpec
+from skill.routing.evidence import CUT_AT_MOST
 from skill.routing.probe import ProbeSpec
 from skill.routing.route import RouteDecision, RouteRequest, route_check
 from skill.runs.jobs import RunRequest, run_grpo, run_status

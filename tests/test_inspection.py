@@ -302,10 +302,12 @@ def test_the_digest_counts_every_probe_that_ran_before_the_reveal():
     hacked probes are shown, and the count was taken from what was shown."""
     from skill.inspection.digest import inspection_digest
 
-    report = inspect(SOUND)
-    digest = inspection_digest(report)
-    assert digest.probes_run == len(report.probe_results) > 0
-    assert f"of {len(report.probe_results)} hack probes beat a reward" in digest.summary
+    whole = inspect(SOUND)
+    shown = inspect_rewards(InspectionRequest(rewards=SOUND, samples=tagged_samples()))  # what the tool returns
+    assert shown.probe_results and all(probe.score is None for probe in shown.probe_results if not probe.hacked)
+    digest = inspection_digest(shown)
+    assert digest.probes_run == len(whole.probe_results) > 0
+    assert f"of {len(whole.probe_results)} hack probes beat a reward" in digest.summary
 
 
 def test_sample_count_limits():

@@ -676,3 +676,27 @@ def test_a_verifier_stricter_than_the_task_makes_a_never_succeeds_route_provisio
         and "params.extract 'last_number' 16% of the same completions pass" in (decision.warnings[0])
     )
     assert decision.next_step.startswith("If a right answer may come with words around it")
+
+
+def test_a_probe_that_cut_over_a_quarter_says_its_pass_rate_is_a_floor():
+    """Found by an agent of bench/agent_eval: 25 of 64 completions cut at 32 tokens, and the route said nothing."""
+    from types import SimpleNamespace
+
+    from skill.routing.evidence import CompletionLengths
+    from skill.routing.route import say_what_was_cut
+
+    def decided(truncated: int) -> SimpleNamespace:
+        tokens = sorted([32] * truncated + [9] * (64 - truncated))
+        lengths = CompletionLengths(budget=32, tokens=tokens, truncated=truncated, passing_tokens=[9])
+        decision = SimpleNamespace(completion_lengths=lengths, warnings=[], provisional=False, next_step="Emit.")
+        say_what_was_cut(decision, 32)
+        return decision
+
+    assert decided(16).warnings == []  # a quarter: the recipe's own budget rule allows it
+    floor = decided(25)
+    assert not floor.provisional and floor.next_step == "Emit."
+    assert floor.warnings == [
+        "39% of the probe's completions were cut at 32 tokens: a cut completion counts as failed, so the pass rate "
+        "is a floor (max_new_tokens=64 measures them)."
+    ]
+    assert decided(40).provisional

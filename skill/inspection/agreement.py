@@ -204,8 +204,8 @@ def read_reasons(report: InspectionReport) -> tuple[list[str], list[str]]:
         return [], [*final, named]
     return [
         f"{named} For each, fix the reward (then inspect_rewards with samples_of set to this inspection: your "
-        "labels are re-scored, nothing is read again) or, if you misread the sample, amend your label with the "
-        "reason."
+        "labels are re-scored, nothing is read again) or, if your label was wrong (you misread the sample, or "
+        "judged it by a rule other than the task's), amend it with the reason."
     ], []
 
 

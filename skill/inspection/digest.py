@@ -85,8 +85,8 @@ def _summary(report: InspectionReport, hacked: int, probes: int) -> str:
 def inspection_digest(report: InspectionReport, budget: int = RESULT_CHARACTERS) -> InspectionDigest:
     """The report, as a reader may see it now (``render.visible``), cut to what an agent reads first: flags,
     hacked probes, statistics (after the reveal), one page of samples."""
-    probes = len(report.probe_results)  # every probe ran; until the reveal only the hacked ones are shown
-    report = visible(report)
+    report = visible(report)  # every probe that ran; until the reveal, figures only for the hacked ones
+    probes = len(report.probe_results)
     hacked = [probe for probe in report.probe_results if probe.hacked]
     digest = InspectionDigest(
         id=report.id,

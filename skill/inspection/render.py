@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from skill.inspection.agreement import describe, summarize
-from skill.inspection.schema import InspectionReport, SampleResult
+from skill.inspection.schema import InspectionReport, ProbeResult, SampleResult
 
 TRUNCATE = 600
 
@@ -43,10 +43,16 @@ def shown(report: InspectionReport, sample: SampleResult) -> SampleResult:
     return sample.model_copy(update={"scores": {}, "total": None, "extracted": {}, "errors": {}})
 
 
+def withheld(probe: ProbeResult) -> ProbeResult:
+    """A probe that did not beat its reward, without its figures: that it ran is known, what the reward gave is not."""
+    hidden = {"score": None, "reference_score": None, "total": None, "total_bar": None}
+    return probe.model_copy(update={**hidden, "expected": "shown after the labels"})  # it names the top score
+
+
 def visible(report: InspectionReport) -> InspectionReport:
     """The report as a reader may see it now: samples as ``shown``; until every sample is revealed, no
-    statistics, no figures of the probes that did not beat a reward, and no sample ids on the flags. A hack a
-    reward pays for is shown whole: it blocks the gate until the reward is fixed.
+    statistics, every probe that ran but without the figures of those that did not beat a reward, and no sample
+    ids on the flags. A hack a reward pays for is shown whole: it blocks the gate until the reward is fixed.
 
     >>> sample = SampleResult(id=0, prompt="p", completion="c", scores={"r": 0.7316}, total=0.7316)
     >>> blind = visible(InspectionReport(id="insp-x", created_at="", rewards=[], reward_fingerprint="", source="",
@@ -61,7 +67,7 @@ def visible(report: InspectionReport) -> InspectionReport:
         update={
             "samples": samples,
             "stats": {},
-            "probe_results": [probe for probe in report.probe_results if probe.hacked],
+            "probe_results": [probe if probe.hacked else withheld(probe) for probe in report.probe_results],
             "flags": [flag.model_copy(update={"evidence": []}) for flag in report.flags],
         }
     )

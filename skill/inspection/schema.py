@@ -252,7 +252,7 @@ class InspectionReport(BaseModel):
 
 
 class AmendmentRequest(BaseModel):
-    """A blind label changed after the reveal (a misread), with the reason."""
+    """A blind label changed after the reveal (the sample or the task's rule misread), with the reason."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -12,6 +12,11 @@ from skill.sampling.schema import SampledWith
 # The fewest scored samples a probe decides from; the same floor as the reward read (inspection imports it), since
 # inspect_rewards reads a probe's own samples: the seed's 50-100-sample read.
 MIN_SAMPLES = 50
+# A cut completion has no answer and scores like a wrong one: a budget that cut 39% of the probe (the 0.5 this
+# replaced allowed it) trained a run that then clipped 54-62% of its completions. A quarter is the most a sized
+# budget may cut, and past it a probe's pass rate is a floor. A small model that sometimes never stops keeps a share
+# cut at any budget, and raising the budget for it only costs.
+CUT_AT_MOST = 0.25
 
 
 class RouteEvidence(BaseModel):

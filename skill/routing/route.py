@@ -32,7 +32,7 @@ from skill.routing.declared import (
     declared_verdict,
     summarise,
 )
-from skill.routing.evidence import CompletionLengths, RouteEvidence, measure_lengths
+from skill.routing.evidence import CUT_AT_MOST, CompletionLengths, RouteEvidence, measure_lengths
 from skill.routing.handover import Accelerator, DataReading, Handover, handover_for, read_demonstrations
 from skill.routing.interval_rule import Rate, Verdict, decide
 from skill.routing.probe import ProbeSpec, run_probe
@@ -356,7 +356,7 @@ def _probed_decision(
         prompts = decision.decisive_num_prompts = verdict.prompts_to_decide(probe.n)
         estimate = estimate_from(*measured, (prompts, probe.n, probe.max_new_tokens)) if prompts else None
         decision.next_step = sample_more_step(prompts, probe.n, estimate)
-    _provisional_when_cut(decision, probe.max_new_tokens)
+    say_what_was_cut(decision, probe.max_new_tokens)
     provisional_when_read_strictly(decision, verifier)
     return decision, samples, rows
 
@@ -393,13 +393,20 @@ def _task_data(probe: ProbeSpec | None) -> DataReading | None:
     return read_demonstrations(rows, total, spec.name, prompt, spec.answer_column or ANSWER)
 
 
-def _provisional_when_cut(decision: RouteDecision, budget: int) -> None:
-    """A probe that cut most completions at its budget measured the budget, not the model (a cut completion has
-    no answer): its route is provisional, with the budget to probe again at."""
+def say_what_was_cut(decision: RouteDecision, budget: int) -> None:
+    """A cut completion has no answer and counts as failed. Past a quarter cut, the pass rate is a floor; past
+    half, the probe measured its budget, not the model: the route is provisional, with the budget to probe again at.
+    """
     lengths = decision.completion_lengths
-    if lengths is None or not lengths.tokens or lengths.truncated / len(lengths.tokens) <= MOST_CUT:
+    if lengths is None or not lengths.tokens or lengths.truncated / len(lengths.tokens) <= CUT_AT_MOST:
         return
     cut = f"{lengths.truncated / len(lengths.tokens):.0%} of the probe's completions were cut at {budget} tokens"
+    if lengths.truncated / len(lengths.tokens) <= MOST_CUT:
+        decision.warnings.append(
+            f"{cut}: a cut completion counts as failed, so the pass rate is a floor (max_new_tokens={2 * budget} "
+            "measures them)."
+        )
+        return
     decision.provisional = True
     decision.warnings.append(f"{cut}: a cut completion has no answer, so this route is provisional.")
     decision.next_step += f" Before acting on this route, probe again with max_new_tokens={2 * budget} ({cut})."

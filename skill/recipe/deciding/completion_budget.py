@@ -1,9 +1,9 @@
 """max_completion_length from the task: the probe's completion lengths, the reference answers, the reward's kind.
 
 The budget is the largest of what the evidence asks for, rounded up to a multiple of STEP:
-- it cuts at most a quarter (CUT_AT_MOST) of the probe's completions; when the probe cut more than that at its
-  own budget, how long they run is unknown, so the budget is at least twice the probe's and the recipe says to
-  probe again there;
+- it cuts at most a quarter (``routing.evidence.CUT_AT_MOST``) of the probe's completions; when the probe cut more
+  than that at its own budget, how long they run is unknown, so the budget is at least twice the probe's and the
+  recipe says to probe again there;
 - it leaves HEADROOM x the p90 length of the probe's passing completions and of the reference answers (a worked
   solution in the answer column is about as long as an answer that passes);
 - a reward that checks a worked result (one registered with ``reasoning``) gets at least REASONING_FLOOR;
@@ -26,15 +26,10 @@ from skill.errors import SkillError
 from skill.recipe.deciding.prompts import SAMPLE_ROWS, model_tokenizer, percentile
 from skill.rewards.registry import library_entry
 from skill.rewards.spec import RewardSpec
-from skill.routing.evidence import CompletionLengths
+from skill.routing.evidence import CUT_AT_MOST, CompletionLengths
 
 STEP = 16
-# A cut completion has no answer and scores like a wrong one: a budget that cut 39% of the probe (the 0.5 this
-# replaced allowed it) trained a run that then clipped 54-62% of its completions. A quarter is the most a sized
-# budget may cut: a small model that sometimes never stops keeps a share cut at any budget, and raising the budget
-# for it only costs. An explicit override is refused only past half, where most rewards judge cut-off text.
-CUT_AT_MOST = 0.25
-REFUSED_ABOVE = 0.5
+REFUSED_ABOVE = 0.5  # an explicit override is refused only past half, where most rewards judge cut-off text
 HEADROOM = 1.5  # over the p90 of passing completions and reference answers: training may lengthen them
 # TRL's own default max_completion_length (GRPOConfig, 1.16) and the seed's: room for a short worked solution.
 REASONING_FLOOR = 256
