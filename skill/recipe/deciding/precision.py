@@ -78,7 +78,8 @@ def precision_fields(hardware: HardwareSpec, method: str) -> list[tuple[str, Any
             {"dtype": dtype},
             f"fp32 master weights trained under {half} autocast: AdamW moves a weight by about the learning rate per "
             "step, which a bf16 weight of magnitude 0.02 (spacing 1.2e-4) rounds away at lr 5e-7, so pure-bf16 "
-            "weights barely train (bench/RESULTS.md, weights moved); costs fp32 weights, gradients and Adam states",
+            "weights barely train (measured: in 10 steps at lr 5e-7, 0.1% of bf16 weights moved, 99.8% of fp32 ones); "
+            "costs fp32 weights, gradients and Adam states",
         )
     elif method == "lora":
         init = (
