@@ -700,3 +700,21 @@ def test_a_probe_that_cut_over_a_quarter_says_its_pass_rate_is_a_floor():
         "is a floor (max_new_tokens=64 measures them)."
     ]
     assert decided(40).provisional
+
+
+def test_a_sample_more_below_the_boundary_hands_over_where_it_leans():
+    """Found by an agent of bench/agent_eval: 1 pass in 56 (interval 0.00-0.09) asked for a 16-minute probe on a CPU
+    and gave no handover, so an agent that could not probe more worked out the SFT step alone."""
+    from types import SimpleNamespace
+
+    from skill.routing.route import leaning_to_sft
+
+    def decision(route: str, pass_at_1: float) -> SimpleNamespace:
+        evidence = SimpleNamespace(pass_at_1=pass_at_1)
+        return SimpleNamespace(route=route, evidence=evidence, next_step="Probe again with num_prompts=28 at n=8.")
+
+    low = decision("sample-more", 1 / 56)
+    assert leaning_to_sft(low) == "lora-qlora-recipes"
+    assert low.next_step.endswith("pass@1 0.02 lies below 0.05, on the SFT side, and handover is that starting point.")
+    assert leaning_to_sft(decision("sample-more", 0.07)) is None  # above the boundary: GRPO's side, no handover
+    assert leaning_to_sft(decision("grpo", 0.02)) is None

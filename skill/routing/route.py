@@ -34,7 +34,7 @@ from skill.routing.declared import (
 )
 from skill.routing.evidence import CUT_AT_MOST, CompletionLengths, RouteEvidence, measure_lengths
 from skill.routing.handover import Accelerator, DataReading, Handover, handover_for, read_demonstrations
-from skill.routing.interval_rule import Rate, Verdict, decide
+from skill.routing.interval_rule import MIN_PASS, Rate, Verdict, decide
 from skill.routing.probe import ProbeSpec, run_probe
 from skill.routing.probe_time import (
     DEFAULT_PROBE,
@@ -130,7 +130,9 @@ class RouteDecision(BaseModel):
         "verifier is refused.",
     )
     declared: DeclaredSummary | None = None
-    handover: Handover | None = Field(default=None, description="A starting point in the skill routed to.")
+    handover: Handover | None = Field(
+        default=None, description="A starting point in the skill routed to (or that a 'sample-more' leans to)."
+    )
     probe_estimates: list[ProbeEstimate] = Field(
         default_factory=list, description="How long probes take on this machine (measured, or estimated ahead)."
     )
@@ -361,6 +363,18 @@ def _probed_decision(
     return decision, samples, rows
 
 
+def leaning_to_sft(decision: RouteDecision) -> str | None:
+    """'lora-qlora-recipes' for a measured 'sample-more' whose pass rate lies below MIN_PASS (its interval reaching
+    above it): the handover it would get, for a user who cannot probe more, said in the next step."""
+    if decision.route != "sample-more" or decision.evidence is None or decision.evidence.pass_at_1 >= MIN_PASS:
+        return None
+    decision.next_step += (
+        f" If you cannot probe more: pass@1 {decision.evidence.pass_at_1:.2f} lies below {MIN_PASS:.2f}, on the SFT "
+        "side, and handover is that starting point."
+    )
+    return "lora-qlora-recipes"
+
+
 def provisional_when_read_strictly(decision: RouteDecision, verifier: RewardSpec) -> None:
     """A probe where nothing passed, while the same verifier reading another way passes some of the same
     completions, measured the verifier's reading as much as the model: its route is provisional, with the reading
@@ -444,9 +458,8 @@ def route_check(
         decision = (_declared_decision if request.declared else _provisional_decision)(request, route_id)
     model = request.model or (request.probe.model if request.probe else None)
     never = decision.basis in ("measured", "declared")  # SFT because it never succeeded, not for demonstrations
-    data = _task_data(request.probe) if decision.route == "lora-qlora-recipes" else None
-    decision.handover = handover_for(
-        decision.route, model, request.parameters_billions, never, request.accelerator, data
-    )
+    handed_to = leaning_to_sft(decision) or decision.route
+    data = _task_data(request.probe) if handed_to == "lora-qlora-recipes" else None
+    decision.handover = handover_for(handed_to, model, request.parameters_billions, never, request.accelerator, data)
     save_route(decision, samples, rows)
     return decision
