@@ -1,8 +1,8 @@
 """Measure the peak GPU memory of real GRPO steps and print it next to estimate_memory's answer.
 
-What is measured: ``torch.cuda.max_memory_reserved()`` over one GRPOTrainer step (generation with
-transformers, no vLLM, then the optimizer step) plus the CUDA context, measured once as the device
-memory in use after CUDA initialises, less what the caching allocator reserved. What is estimated:
+What is measured, each configuration in a process of its own: ``torch.cuda.max_memory_reserved()`` over one
+GRPOTrainer step (generation with transformers, no vLLM, then the optimizer step) plus the CUDA context, measured
+once as the device memory in use after CUDA initialises, less what the caching allocator reserved. What is estimated:
 the same quantity, the estimator's peak with its modelled context replaced by the measured one.
 
 Models are random-init 0.5B-class (Qwen2.5-0.5B shape, Qwen-sized vocabulary) with the embedded
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -147,19 +148,34 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
     trainer = GRPOTrainer(
         model=str(model_dir), reward_funcs=[correct], args=args, peft_config=peft, train_dataset=Dataset.from_list(rows)
     )
+    result: dict = {}
     if on_gpu:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+        # In a fresh process these are the model alone; a reserve left by an earlier step would show here.
+        result["reserved_at_start_bytes"] = torch.cuda.memory_reserved()
+        result["allocated_at_start_bytes"] = torch.cuda.memory_allocated()
     start = time.perf_counter()
     trainer.train()
-    result = {"seconds": time.perf_counter() - start, "steps": trainer.state.global_step}
+    result.update(seconds=time.perf_counter() - start, steps=trainer.state.global_step, process=os.getpid())
     if on_gpu:
         result["max_reserved_bytes"] = torch.cuda.max_memory_reserved()
         result["max_allocated_bytes"] = torch.cuda.max_memory_allocated()
-    del trainer
-    if on_gpu:
-        torch.cuda.empty_cache()
     return result
+
+
+def measure_alone(args: argparse.Namespace, configuration: dict) -> dict:
+    """``run_step`` in a process of its own: in one process, a step's peak reserve began with what the caching
+    allocator still held from the steps before it (the 2026-12-04 H200 check's lora-ckpt-b8 row: 1.34 GiB
+    allocated, 3.83 GiB reserved, about what the full fine-tunes before it had reserved)."""
+    import subprocess
+
+    result = args.work / f"{configuration['name']}.measured.json"
+    command = [sys.executable, __file__, "--device", args.device, "--tokenizer", str(args.tokenizer)]
+    command += ["--work", str(args.work), "--output", str(args.output), "--measure", configuration["name"]]
+    command += ["--tiny"] if args.tiny else []
+    subprocess.run(command, check=True)
+    return json.loads(result.read_text())
 
 
 def completion_length(device: str) -> int:
@@ -227,7 +243,16 @@ def main() -> int:
     parser.add_argument("--work", type=Path, required=True, help="scratch directory")
     parser.add_argument("--output", type=Path, required=True, help="JSON results file")
     parser.add_argument("--only", nargs="*", help="configuration names to run")
+    parser.add_argument("--measure", help="(internal) measure this one configuration in this process")
     args = parser.parse_args()
+    if args.measure:
+        from skill.data import addition_rows
+
+        configuration = next(c for c in CONFIGURATIONS if c["name"] == args.measure)
+        rows = addition_rows(64)
+        measured = run_step(args.work / "model", configuration, args.device, args.work / args.measure, rows)
+        (args.work / f"{args.measure}.measured.json").write_text(json.dumps(measured))
+        return 0
 
     import torch
     import transformers
@@ -247,7 +272,7 @@ def main() -> int:
     for configuration in CONFIGURATIONS:
         if args.only and configuration["name"] not in args.only:
             continue
-        measured = run_step(model_dir, configuration, args.device, args.work / configuration["name"], rows)
+        measured = measure_alone(args, configuration)
         estimated = estimate(model_dir, configuration, longest, args.device, capacity_gib)
         results.append(report(configuration, measured, estimated, context, args.device))
     args.output.parent.mkdir(parents=True, exist_ok=True)

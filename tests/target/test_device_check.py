@@ -74,6 +74,8 @@ def test_the_device_check_runs_end_to_end_on_cpu_under_the_target_transformers(t
         assert row["measured"]["steps"] == 1, row["configuration"]["name"]  # a real optimizer step ran
         assert row["estimated"]["peak_gib"] > 0
         assert f"{row['configuration']['name']:18s} 1 step in" in log
+    # Each configuration in a process of its own: in one, a step's reserve began with what the steps before it held.
+    assert len({row["measured"]["process"] for row in rows}) == len(rows)
     methods = {row["configuration"]["method"] for row in rows}
     assert methods == {"full", "lora"} and {row["configuration"]["checkpointing"] for row in rows} == {True, False}
     assert "transformers" in (out / "gpu.txt").read_text()
