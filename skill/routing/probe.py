@@ -23,7 +23,7 @@ from skill.rewards.reading import read_share, reads_too_little
 from skill.rewards.registry import build_reward_function, library_entry
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import MIN_SAMPLES, RouteEvidence, probe_evidence
-from skill.routing.probe_time import DEFAULT_PROBE, estimate_before
+from skill.routing.probe_time import DEFAULT_PROBE, busy_factor, estimate_before, machine_load
 from skill.sampling.engines import sample_completions
 from skill.sampling.progress import Progress, ShouldStop, stop_if_asked
 from skill.sampling.schema import Prompt, SamplingEngine, SamplingSettings
@@ -140,16 +140,27 @@ def score_groups(
 def warn_before_long_sampling(progress: Progress | None, model: str, prompts: int, n: int, tokens: int) -> None:
     """Say, before sampling starts, when it is expected to outlast a client's usual timeout, and how to shrink it."""
     expected = estimate_before(model, prompts, n, tokens)
-    if progress is not None and expected is not None and expected.seconds > USUAL_CLIENT_TIMEOUT_S:
-        progress(
-            0,
-            prompts * n,
-            f"Sampling {prompts} prompts x {n} x {tokens} tokens is expected to take about {expected.seconds:.0f} s "
-            f"a round here, up to {2 * expected.seconds:.0f} s when nothing passes (a second round samples at the "
-            f"low temperature), more on a busy machine: past the {USUAL_CLIENT_TIMEOUT_S} s many clients wait for a "
-            "call. Shrink num_prompts or max_new_tokens, or raise the client's timeout (progress follows at least "
-            "every 5 s).",
-        )
+    if progress is None or expected is None:
+        return
+    load, cores = machine_load()
+    busy = busy_factor(load, cores)
+    seconds = expected.seconds * busy
+    if seconds <= USUAL_CLIENT_TIMEOUT_S:
+        return
+    when = (
+        f"at least {seconds:.0f} s a round at this machine's load now (load average {load:.1f} on {cores} cores; "
+        f"about {expected.seconds:.0f} s on a less busy one)"
+        if busy > 1
+        else f"about {seconds:.0f} s a round here"
+    )
+    progress(
+        0,
+        prompts * n,
+        f"Sampling {prompts} prompts x {n} x {tokens} tokens is expected to take {when}, up to {2 * seconds:.0f} s "
+        "when nothing passes (a second round samples at the low temperature): past the "
+        f"{USUAL_CLIENT_TIMEOUT_S} s many clients wait for a call. Shrink num_prompts or max_new_tokens, or raise "
+        "the client's timeout (progress follows at least every 5 s).",
+    )
 
 
 def run_probe(

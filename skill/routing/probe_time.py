@@ -11,6 +11,8 @@ A probe that ran measures its own rate, and estimates for larger probes scale fr
 
 from __future__ import annotations
 
+import os
+
 from pydantic import BaseModel, Field
 
 from skill.errors import SkillError
@@ -18,6 +20,7 @@ from skill.models.size import parameters_billions
 from skill.models.sources import is_embedded
 
 EMBEDDED_PARAMETERS_B = 0.135  # the size of the model the rate was fitted on
+FITTED_LOAD_PER_CORE = 1.5  # the 1-minute load average the rate was fitted under: 2-4 on 2 cores
 RATE = 136.0  # budget tokens per second at short lengths, embedded model, 2 busy cores (see the docstring)
 LENGTH_SCALE = 39.5  # tokens: where the per-token cost has doubled
 DEFAULT_PROBE = (8, 8, 32)  # prompts x samples x tokens: about 30 s a round for the embedded model on 2 CPU cores
@@ -92,6 +95,27 @@ def estimate_from(
         basis=f"scaled from this probe's own sampling time ({measured_seconds:.0f} s for {prompts} x {n} x "
         f"{max_new_tokens} tokens)",
     )
+
+
+def machine_load() -> tuple[float, int]:
+    """This machine's 1-minute load average and the cores this process may run on ((0, 1) where unknown)."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # not every platform reports one
+        return 0.0, 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return load, cores
+
+
+def busy_factor(load: float, cores: int) -> float:
+    """How many times longer than at the fitted rate sampling takes at this load, at the least: a process gets
+    about its share of a busy machine's cores (threads contending for them can make it several times worse: an
+    8 x 8 x 32 probe estimated at 30 s took 611 s at load average 5-8 on 2 cores).
+
+    >>> busy_factor(3.0, 2), busy_factor(9.0, 2), busy_factor(9.0, 16)
+    (1.0, 3.0, 1.0)
+    """
+    return max(1.0, load / cores / FITTED_LOAD_PER_CORE)
 
 
 def describe(estimate: ProbeEstimate) -> str:
