@@ -422,41 +422,47 @@ def render(info: dict, results: dict) -> str:
 
 
 def agent_evaluation_lines() -> list[str]:
-    """The agent evaluation (bench/agent_eval): each task's graded outcome and its calls, from the committed
-    transcripts; no agent runs here (an LLM agent plays each task: bench/agent_eval/README.md)."""
+    """The agent evaluation (bench/agent_eval): per task, the graded outcomes of every round and the calls their
+    transcripts count; then each round's outcomes. No agent runs here (an LLM agent plays each task:
+    bench/agent_eval/README.md)."""
     graded = json.loads((BENCH / "agent_eval" / "outcomes.json").read_text())
     summarise = _load_from(BENCH / "agent_eval" / "summarise.py")
-    rows = {row["task"]: row for row in map(summarise.summary, sorted(BENCH.glob("agent_eval/transcripts/*.jsonl")))}
-    lines = ["", "## Fresh LLM agents driving the server (bench/agent_eval)", "", f"{graded['run']}.", ""]
-    lines += [f"Before: {graded['before']}.", ""]
-    lines += [
-        "| task | right outcome | commands | tool calls | errors | invalid repeated | largest tool result | outcome |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for task, grade in graded["tasks"].items():  # one row a task, the transcripts' counts beside the grade
-        row = rows.get(task, {})
-        lines.append(
-            f"| {task} | {'yes' if grade['right'] else 'NO'} | {row.get('commands', '-')} "
-            f"| {row.get('tool_calls', '-')} | {row.get('errors', '-')} | {row.get('repeated_invalid', '-')} "
-            f"| {row.get('largest_result', 0):,} "
-            f"| {grade['outcome']} |"
-        )
-    lines += ["", *(f"- {line}." for line in graded.get("since", []))]
-    later = graded.get("round2")
-    if later:
-        rows = {
-            row["task"]: row for row in map(summarise.summary, sorted(BENCH.glob("agent_eval/transcripts/round2/*")))
+    rounds = graded["rounds"]
+    counted = [
+        {
+            row["task"]: row
+            for row in map(summarise.summary, sorted((BENCH / "agent_eval" / r["transcripts"]).glob("*.jsonl")))
         }
-        lines += ["", f"Round 2: {later['run']}.", ""]
-        lines += ["| task | right outcome | commands | tool calls | errors | largest tool result | outcome |"]
-        lines += ["|---|---|---|---|---|---|---|"]
-        for task, grade in later["tasks"].items():
-            row = rows.get(task, {})
-            lines.append(
-                f"| {task} | {'yes' if grade['right'] else 'NO'} | {row.get('commands', '-')} "
-                f"| {row.get('tool_calls', '-')} | {row.get('errors', '-')} | {row.get('largest_result', 0):,} "
-                f"| {grade['outcome']} |"
-            )
+        for r in rounds
+    ]
+    lines = ["", "## Fresh LLM agents driving the server (bench/agent_eval)", "", f"Before: {graded['before']}.", ""]
+    lines += [
+        "Run by run (round 1 / 2 / 3); a tool result over 12,000 characters is starred.",
+        "",
+        "| task | right outcomes | commands | errors | invalid calls repeated | largest tool result |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task in rounds[0]["tasks"]:
+        runs = [
+            (r["tasks"][task], rows.get(task, {}))
+            for r, rows in zip(rounds, counted, strict=True)
+            if task in r["tasks"]
+        ]
+        right = sum(grade["right"] for grade, _ in runs)
+        commands, errors, repeated = (
+            " / ".join(str(row.get(key, "-")) for _, row in runs) for key in ("commands", "errors", "repeated_invalid")
+        )
+        largest = " / ".join(
+            f"{row.get('largest_result', 0):,}{'*' if row.get('largest_result', 0) > 12_000 else ''}" for _, row in runs
+        )
+        lines.append(f"| {task} | {right} of {len(runs)} | {commands} | {errors} | {repeated} | {largest} |")
+    for number, r in enumerate(rounds, start=1):
+        lines += ["", f"Round {number}: {r['run']}.", ""]
+        lines += [
+            f"- {task}: {'' if grade['right'] else 'NOT RIGHT: '}{grade['outcome']}."
+            for task, grade in r["tasks"].items()
+        ]
+        lines += [f"- Since: {line}." for line in r.get("since", [])]
     return lines
 
 
