@@ -77,6 +77,7 @@ def test_resume_before_the_first_checkpoint_starts_over_and_says_so(tiny_model_d
     started = run_grpo(RunRequest(resume_run_id="resume-none"))
     # said at once, before the worker runs (an agent read the old step and no resume note, and thought it resumed)
     assert started.resume.startswith("resuming: no checkpoint was saved, so it starts over from step 0")
+    assert started.step == 0  # not the killed attempt's last step, still logged until the worker drops it
     status = wait("resume-none")
     assert status.state == "succeeded", run_logs("resume-none").lines[-20:]
     assert steps_of(directory, "metrics.jsonl") == [1, 2, 3, 4]

@@ -32,6 +32,7 @@ from skill.runs.store import (
     RunRecord,
     RunState,
     cancelled_reason,
+    last_step,
     planned_steps,
     read_jsonl,
     read_recipe,
@@ -179,8 +180,7 @@ def _refresh(directory: Path) -> RunRecord:
 def _status(directory: Path, points: int = 5) -> RunStatus:
     record = _refresh(directory)
     metrics = read_jsonl(directory / "metrics.jsonl")
-    training = training_rows(metrics)  # the held-out evaluations are not steps
-    step = training[-1]["step"] if training else 0
+    step = last_step(directory, record, training_rows(metrics))  # the held-out evaluations are not steps
     planned = planned_steps(directory, record)
     timing = time_fields(directory, metrics, planned - step if planned else None, record.state)
     warnings = []

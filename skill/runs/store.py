@@ -195,6 +195,24 @@ def latest_checkpoint(directory: Path) -> Path | None:
     return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
+RESUMING = "resuming"  # resume_preview's first word: until the worker replaces it, old steps are still logged
+
+
+def last_step(directory: Path, record: RunRecord, training: list[dict[str, Any]]) -> int:
+    """The last step trained: the last training row's, except while a resume's worker has not yet dropped the steps
+    it trains again (its run.json still holds resume_preview's words): then the checkpoint's step, 0 when none.
+
+    >>> import tempfile
+    >>> record = RunRecord(run_id="r", resume_note=resume_preview(Path(tempfile.mkdtemp())))
+    >>> last_step(Path(tempfile.mkdtemp()), record, [{"step": 1}, {"step": 2}])
+    0
+    """
+    if record.resume_note and record.resume_note.startswith(RESUMING):
+        checkpoint = latest_checkpoint(directory / "checkpoints")
+        return int(checkpoint.name.split("-")[1]) if checkpoint is not None else 0
+    return training[-1]["step"] if training else 0
+
+
 def resume_preview(directory: Path) -> str:
     """What a resume of the run will do, said before its worker starts: from which checkpoint, or over from step 0.
 
@@ -204,8 +222,10 @@ def resume_preview(directory: Path) -> str:
     """
     checkpoint = latest_checkpoint(directory / "checkpoints")
     if checkpoint is None:
-        return "resuming: no checkpoint was saved, so it starts over from step 0 (the steps logged so far are dropped)"
-    return f"resuming from {checkpoint.name} (step {checkpoint.name.split('-')[1]})"
+        return (
+            f"{RESUMING}: no checkpoint was saved, so it starts over from step 0 (the steps logged so far are dropped)"
+        )
+    return f"{RESUMING} from {checkpoint.name} (step {checkpoint.name.split('-')[1]})"
 
 
 def cancelled_reason(directory: Path) -> str:
