@@ -439,8 +439,9 @@ def agent_evaluation_lines() -> list[str]:
     lines += [
         "Run by run (round 1 / 2 / 3); a tool result over 12,000 characters is starred.",
         "",
-        "| task | right outcomes | commands | errors | invalid calls repeated | largest tool result |",
-        "|---|---|---|---|---|---|",
+        "| task | right outcomes | commands | errors | client-side failures (a timeout, a broken pipe) "
+        "| invalid calls repeated | largest tool result |",
+        "|---|---|---|---|---|---|---|",
     ]
     for task in rounds[0]["tasks"]:
         runs = [
@@ -449,13 +450,14 @@ def agent_evaluation_lines() -> list[str]:
             if task in r["tasks"]
         ]
         right = sum(grade["right"] for grade, _ in runs)
-        commands, errors, repeated = (
-            " / ".join(str(row.get(key, "-")) for _, row in runs) for key in ("commands", "errors", "repeated_invalid")
+        commands, errors, client, repeated = (
+            " / ".join(str(row.get(key, "-")) for _, row in runs)
+            for key in ("commands", "errors", "client_errors", "repeated_invalid")
         )
         largest = " / ".join(
             f"{row.get('largest_result', 0):,}{'*' if row.get('largest_result', 0) > 12_000 else ''}" for _, row in runs
         )
-        lines.append(f"| {task} | {right} of {len(runs)} | {commands} | {errors} | {repeated} | {largest} |")
+        lines.append(f"| {task} | {right} of {len(runs)} | {commands} | {errors} | {client} | {repeated} | {largest} |")
     for number, r in enumerate(rounds, start=1):
         lines += ["", f"Round {number}: {r['run']}.", ""]
         lines += [

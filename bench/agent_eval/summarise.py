@@ -1,5 +1,6 @@
 """Calls per task from the evaluated agents' transcripts (transcripts/<task>.jsonl, one line per client command):
-commands, tool calls, errors, invalid calls repeated verbatim, the largest tool result (the 12,000-character limit
+commands, tool calls, errors the server returned (and, apart, the client's own: a broken pipe when the agent's shell
+closed the output early), invalid calls repeated verbatim, the largest tool result (the 12,000-character limit
 applies to those), the largest resource read, and the longest call.
 
 Run: python bench/agent_eval/summarise.py   (prints a Markdown table)
@@ -17,7 +18,7 @@ RESULT_LIMIT = 12_000  # characters a tool result may take (tests/test_mcp_agent
 def summary(path: Path) -> dict:
     entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     calls = [e for e in entries if e.get("command") == "call"]
-    errors = [e for e in entries if e.get("is_error") or e.get("harness_error")]
+    errors = [e for e in entries if e.get("is_error")]  # the server's; the client's own (a broken pipe) aside
     seen, repeated = set(), 0
     for entry in errors:
         key = json.dumps([entry.get("command"), entry.get("args")])
@@ -29,6 +30,7 @@ def summary(path: Path) -> dict:
         "commands": len(entries),
         "tool_calls": len(calls),
         "errors": len(errors),
+        "client_errors": sum(bool(e.get("harness_error")) for e in entries),
         "repeated_invalid": repeated,
         "largest_result": max((e.get("result_chars", 0) for e in calls), default=0),
         "largest_read": max((e.get("result_chars", 0) for e in reads), default=0),
