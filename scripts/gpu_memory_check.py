@@ -165,9 +165,9 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
 
 
 def measure_alone(args: argparse.Namespace, configuration: dict) -> dict:
-    """``run_step`` in a process of its own: in one process, a step's peak reserve began with what the caching
-    allocator still held from the steps before it (the 2026-12-04 H200 check's lora-ckpt-b8 row: 1.34 GiB
-    allocated, 3.83 GiB reserved, about what the full fine-tunes before it had reserved)."""
+    """``run_step`` in a process of its own: in one process, a step's reserved peak can include segments the steps
+    before it left (empty_cache releases only segments with no live block), so the 2026-12-04 H200 check's
+    lora-ckpt-b8 row (1.34 GiB allocated, 3.83 GiB reserved) cannot be told apart from that."""
     import subprocess
 
     result = args.work / f"{configuration['name']}.measured.json"
