@@ -438,8 +438,11 @@ def test_an_sft_handover_reads_the_data_and_targets_the_cpu_it_was_told(tmp_path
         "too_few": True,
         "demonstrations_column": "answer",
         "median_words": 16,
+        "prompt_columns": ["question"],
     }
+    # the prompt is read from 'question' (an agent renamed a 'prompt' column the file does not have)
     assert "column 'answer' already holds worked solutions" in handover.steps[0]
+    assert "(question -> prompt, answer -> completion)" in handover.steps[0]
     assert "30 rows are too few" in handover.steps[1]
     values = {value.field: value.value for value in handover.config}
     assert values["use_cpu"] is True and "bf16" not in values

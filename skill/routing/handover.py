@@ -41,6 +41,7 @@ class DataReading(BaseModel):
         default=None, description="A column of worked solutions: already demonstrations, the completions to train on."
     )
     median_words: int | None = Field(default=None, description="That column's median cell, in words.")
+    prompt_columns: list[str] = Field(default_factory=list, description="The columns the prompts are built from.")
 
 
 def read_demonstrations(
@@ -52,7 +53,8 @@ def read_demonstrations(
     >>> solution = "She sold 48 / 2 = 24 clips in May, so 48 + 24 = 72 in all. #### 72"
     >>> read_demonstrations([{"question": "q", "answer": solution}] * 30, 30, "gsm8k.jsonl", {"question"})
     ... # doctest: +NORMALIZE_WHITESPACE
-    DataReading(source='gsm8k.jsonl', rows=30, too_few=True, demonstrations_column='answer', median_words=20)
+    DataReading(source='gsm8k.jsonl', rows=30, too_few=True, demonstrations_column='answer', median_words=20,
+    prompt_columns=['question'])
     >>> read_demonstrations([{"prompt": "What is 2 + 2?", "answer": "4"}], 200, "a", {"prompt"}).demonstrations_column
     """
     found: dict[str, int] = {}
@@ -70,6 +72,7 @@ def read_demonstrations(
         too_few=total < MIN_DEMONSTRATIONS,
         demonstrations_column=column,
         median_words=found.get(column) if column else None,
+        prompt_columns=sorted(prompt),
     )
 
 
@@ -223,10 +226,11 @@ def sft_handover(
 
     >>> sft_handover(None, 7.0, never_succeeded=True).fine_tune
     'lora'
-    >>> reading = DataReading(source="gsm8k.jsonl", rows=30, too_few=True, demonstrations_column="answer")
+    >>> reading = DataReading(source="gsm8k.jsonl", rows=30, too_few=True, demonstrations_column="answer",
+    ...     prompt_columns=["question"])
     >>> steps = sft_handover(None, 7.0, True, "cpu", reading).steps
     >>> print(steps[0]); print(steps[1])  # doctest: +NORMALIZE_WHITESPACE
-    gsm8k.jsonl's column 'answer' already holds worked solutions: they are your demonstrations (prompt -> prompt,
+    gsm8k.jsonl's column 'answer' already holds worked solutions: they are your demonstrations (question -> prompt,
     answer -> completion).
     30 rows are too few to fine-tune on (under 50): collect more demonstrations first.
     """
@@ -251,7 +255,8 @@ def sft_handover(
     if data is not None and data.demonstrations_column:
         steps[0] = (
             f"{data.source}'s column {data.demonstrations_column!r} already holds worked solutions: they are your "
-            f"demonstrations (prompt -> prompt, {data.demonstrations_column} -> completion)."
+            f"demonstrations ({' + '.join(data.prompt_columns) or 'prompt'} -> prompt, {data.demonstrations_column} "
+            "-> completion)."
         )
     if data is not None and data.too_few:
         steps.insert(
