@@ -337,9 +337,9 @@ def run_logs_tool(
     {"run_id": "gsm8k-lora-1"},
 )
 def cancel_run_tool(run_id: RunId) -> RunStatus:
-    """Stop a running run (SIGTERM, then SIGKILL); the step in flight is lost, its checkpoints stay.
+    """Stop a running run (SIGTERM, then SIGKILL); the steps since its last checkpoint are lost (all, before one).
 
-    Resume with run_grpo({"request": {"resume_run_id": ...}}). Returns the run's status.
+    Resume from that checkpoint with run_grpo({"request": {"resume_run_id": ...}}). Returns the run's status.
     """
     return jobs.cancel_run(run_id)
 

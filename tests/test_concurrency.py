@@ -66,7 +66,9 @@ def steps_of(directory: Path, name: str) -> list[int]:
 def test_resume_before_the_first_checkpoint_starts_over_and_says_so(tiny_model_dir, dataset):
     pass_inspection(REWARDS)
     # save_steps beyond max_steps: no checkpoint before the end, so the kill lands before any.
-    run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, steps=4, save_steps=100), run_id="resume-none"))
+    first = run_grpo(RunRequest(recipe=recipe(tiny_model_dir, dataset, steps=4, save_steps=100), run_id="resume-none"))
+    # said from the start (agents cancelled at step 2 of 8 and learned only then that a resume starts over)
+    assert first.resume == "no checkpoint yet (the first comes at step 100): a resume now would start over from step 0"
     directory = run_dir("resume-none")
     deadline = time.time() + 240
     while time.time() < deadline and not steps_of(directory, "metrics.jsonl"):

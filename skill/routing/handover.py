@@ -259,11 +259,8 @@ def sft_handover(
             "-> completion)."
         )
     if data is not None and data.too_few:
-        steps.insert(
-            1,
-            f"{data.rows} rows are too few to fine-tune on (under {MIN_DEMONSTRATIONS}): collect more "
-            "demonstrations first.",
-        )
+        few = f"{data.rows} rows are too few to fine-tune on (under {MIN_DEMONSTRATIONS}): collect more demonstrations"
+        steps.insert(1, f"{few} first.")
     return Handover(
         skill="lora-qlora-recipes",
         method="SFT",

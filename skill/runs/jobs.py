@@ -37,6 +37,7 @@ from skill.runs.store import (
     read_jsonl,
     read_recipe,
     read_record,
+    resume_outlook,
     resume_preview,
     run_dir,
     runs_root,
@@ -149,7 +150,7 @@ class RunStatus(BaseModel):
     resume: str | None = Field(
         default=None,
         description="How the last resume went: from which checkpoint, or that there was none and the run started "
-        "over from step 0 (the killed attempt's metrics and completions dropped).",
+        "over from step 0 (the killed attempt's metrics and completions dropped); before any, what one would do now.",
     )
     reward_review: str | None = Field(
         default=None,
@@ -228,7 +229,7 @@ def _status(directory: Path, points: int = 5) -> RunStatus:
         exit_code=record.exit_code,
         signal=record.signal,
         reward_review=record.review,
-        resume=record.resume_note,
+        resume=record.resume_note or resume_outlook(directory, record),
         paths=paths,
         tracking=read_tracking(directory),
         rehearsal=read_report(directory),

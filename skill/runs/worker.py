@@ -61,8 +61,10 @@ from skill.runs.plots import plot_reward_curve
 from skill.runs.rank_state import dump_rank_state, rank
 from skill.runs.rehearsal import held_out_tally, install_fsdp_on_cpu, install_server_sync_replacement
 from skill.runs.store import (
+    KEEP_CHECKPOINTS,
     METRICS_HEADER,
     append_jsonl,
+    checkpoint_every,
     keep_steps_up_to,
     latest_checkpoint,
     read_jsonl,
@@ -75,12 +77,6 @@ from skill.runs.vllm_cpu import install_cpu_weight_sync, write_engine_settings
 from skill.runs.vllm_server_check import check_vllm_server
 from skill.state import write_atomically
 
-KEEP_CHECKPOINTS = 2
-# Checkpoints: four a run, at most one every MIN_STEPS_PER_CHECKPOINT steps. A checkpoint writes the weights and the
-# optimizer state (three times the weights in float32 with AdamW: 1.6 GB for the embedded 135M model, about 5 s on
-# 2 CPU cores, 2026-12-03); on a run of a few steps, one every step cost more than the steps it protects.
-CHECKPOINTS_PER_RUN = 4
-MIN_STEPS_PER_CHECKPOINT = 5
 COMPLETIONS_PER_STEP = 4
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -291,8 +287,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
     kwargs.update(
         save_strategy="steps",
         save_total_limit=KEEP_CHECKPOINTS,
-        save_steps=kwargs.get("save_steps")
-        or max(MIN_STEPS_PER_CHECKPOINT, (max_steps if max_steps > 0 else 100) // CHECKPOINTS_PER_RUN),
+        save_steps=checkpoint_every(recipe.grpo),
     )
     kwargs.update(engine_settings(os.environ, uses_vllm_server(recipe)), **tracking)
     world_size = launched_world_size()  # on-policy: see the module docstring
