@@ -154,15 +154,24 @@ def measured_verdict(evidence: RouteEvidence) -> Verdict:
     evidence the model fails) and the learnable fraction over its prompts.
 
     >>> from skill.routing.evidence import probe_evidence
-    >>> measured_verdict(probe_evidence([0] * 8, 8, None, [1.0, 0.2], 1.0)).route
-    'lora-qlora-recipes'
+    >>> never = measured_verdict(probe_evidence([0] * 8, 8, None, [1.0, 0.2], 1.0))
+    >>> print(never.route); print(never.reasons[-1])
+    lora-qlora-recipes
+    The 128 samples are 2 rounds of 8 prompts x 8, at temperature 1 and 0.2: none passed at the first.
     >>> measured_verdict(probe_evidence([1] + [0] * 6, 8, None, [1.0], 1.0)).route  # 1 in 56: sample more
     'sample-more'
     """
     successes = sum(evidence.per_prompt_successes)
     rounds = len(evidence.temperatures) if successes == 0 else 1
     pass_rate = Rate(successes, evidence.prompts * evidence.n * rounds, "samples")
-    return decide(pass_rate, Rate(len(evidence.learnable_prompt_indices), evidence.prompts, "prompts"))
+    verdict = decide(pass_rate, Rate(len(evidence.learnable_prompt_indices), evidence.prompts, "prompts"))
+    if rounds > 1:  # an agent read "over 128 samples" against 8 prompts x 8 and could not square them
+        temperatures = " and ".join(f"{t:g}" for t in evidence.temperatures)
+        verdict.reasons.append(
+            f"The {pass_rate.n} samples are {rounds} rounds of {evidence.prompts} prompts x {evidence.n}, at "
+            f"temperature {temperatures}: none passed at the first."
+        )
+    return verdict
 
 
 def sample_more_step(prompts: int | None, n: int, estimate: ProbeEstimate | None) -> str:
