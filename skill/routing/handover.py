@@ -259,8 +259,8 @@ def sft_handover(
             "-> completion)."
         )
     if data is not None and data.too_few:
-        few = f"{data.rows} rows are too few to fine-tune on (under {MIN_DEMONSTRATIONS}): collect more demonstrations"
-        steps.insert(1, f"{few} first.")
+        few = f"{data.rows} rows are too few to fine-tune on (under {MIN_DEMONSTRATIONS})"
+        steps.insert(1, f"{few}: collect more demonstrations first.")
     return Handover(
         skill="lora-qlora-recipes",
         method="SFT",

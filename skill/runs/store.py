@@ -190,10 +190,19 @@ def append_jsonl(path: Path, *rows: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
+def checkpoint_step(checkpoint: Path | None) -> int:
+    """The step a checkpoint-N directory was saved at; 0 for none (training starts over).
+
+    >>> checkpoint_step(Path("checkpoints/checkpoint-15")), checkpoint_step(None)
+    (15, 0)
+    """
+    return int(checkpoint.name.split("-")[1]) if checkpoint is not None else 0
+
+
 def latest_checkpoint(directory: Path) -> Path | None:
     """The newest checkpoint-N directory (under a run's ``checkpoints``) holding a trainer state, or None."""
     found = [p for p in directory.glob("checkpoint-*") if (p / "trainer_state.json").is_file()]
-    return max(found, key=lambda p: int(p.name.split("-")[1]), default=None)
+    return max(found, key=checkpoint_step, default=None)
 
 
 KEEP_CHECKPOINTS = 2
@@ -242,8 +251,7 @@ def last_step(directory: Path, record: RunRecord, training: list[dict[str, Any]]
     0
     """
     if record.resume_note and record.resume_note.startswith(RESUMING):
-        checkpoint = latest_checkpoint(directory / "checkpoints")
-        return int(checkpoint.name.split("-")[1]) if checkpoint is not None else 0
+        return checkpoint_step(latest_checkpoint(directory / "checkpoints"))
     return training[-1]["step"] if training else 0
 
 
@@ -259,7 +267,7 @@ def resume_preview(directory: Path) -> str:
         return (
             f"{RESUMING}: no checkpoint was saved, so it starts over from step 0 (the steps logged so far are dropped)"
         )
-    return f"{RESUMING} from {checkpoint.name} (step {checkpoint.name.split('-')[1]})"
+    return f"{RESUMING} from {checkpoint.name} (step {checkpoint_step(checkpoint)})"
 
 
 def cancelled_reason(directory: Path) -> str:

@@ -65,6 +65,7 @@ from skill.runs.store import (
     METRICS_HEADER,
     append_jsonl,
     checkpoint_every,
+    checkpoint_step,
     keep_steps_up_to,
     latest_checkpoint,
     read_jsonl,
@@ -216,7 +217,7 @@ def trim_to_checkpoint(run_dir: Path, checkpoint: Path | None) -> str:
     >>> read_jsonl(run / "metrics.jsonl"), read_record(run).resume_note == note
     ([], True)
     """
-    step = int(checkpoint.name.split("-")[1]) if checkpoint is not None else 0
+    step = checkpoint_step(checkpoint)
     dropped = {name: keep_steps_up_to(run_dir / name, step) for name in ("metrics.jsonl", "completions.jsonl")}
     gone = f"{dropped['metrics.jsonl']} metric row(s) and {dropped['completions.jsonl']} completion row(s)"
     if checkpoint is None:
