@@ -437,7 +437,7 @@ def test_validation_summary_gives_the_bench_figures():
     ]
     assert statistics.median(built_against) <= 0.25
     held = summary["held_out"]
-    assert held["rows"] >= 40 and held["rows_with_numbers"] >= 20 and held["within_tolerance"].endswith("/21")
+    assert held["rows"] >= 40 and held["rows_with_numbers"] >= 20 and held["within_tolerance"].endswith("/22")
 
 
 def test_405b_names_the_smallest_configuration_and_the_gpus_its_own_method_needs():
