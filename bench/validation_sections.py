@@ -171,7 +171,32 @@ def _step_time_lines(outcome: dict) -> list[str]:
         f"| held-out rows (collected 2026-12-06, before any estimator change) within 2x | "
         f"{r['held_out']['within_2x']} ({r['held_out']['estimated']} expressed) | | |",
         f"| CPU rows (this machine) | {cpu} | each within 30% | {'yes' if r['cpu_within_30_percent'] else 'no'} |",
+        *_length_tail_lines(),
     ]
+
+
+def _length_tail_lines() -> list[str]:
+    """The calibration of a batch's longest completion from a stated mean, on the project's own recorded samplings."""
+    module = _bench_module("completion_length_tail")
+    lines = [
+        "",
+        "A row that states only its mean completion length takes a batch's longest from lengths exponential about "
+        "that mean, cut at the budget (`timing.generation.expected_longest`). Checked on this project's own "
+        "sampling (`bench/completion_length_tail.py`, recorded in "
+        f"`bench/results/{module.RECORDED.name}/`, none of the rows above), longest of n completions of one prompt:",
+        "",
+        "| sampling | mean / budget (cut at it) | n | measured longest | predicted | predicted / measured "
+        "| budget / measured |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in module.recorded():
+        for row in run["by_batch"]:
+            lines.append(
+                f"| {run['file']}: {run['prompts']} prompts x {run['group']} | {run['mean']:.0f} / {run['budget']} "
+                f"({run['cut_at_budget']} of {run['completions']}) | {row['n']} | {row['measured_mean_longest']:.0f} "
+                f"| {row['predicted']:.0f} | {row['predicted_over_measured']:.2f} | {row['budget_over_measured']:.2f} |"
+            )
+    return lines
 
 
 def _health_lines(outcome: dict) -> list[str]:

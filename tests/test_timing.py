@@ -89,6 +89,35 @@ def test_measured_lengths_shorten_generation_and_are_said():
     assert "measured completions" in probe.assumptions[0] and "max_completion_length" in budget.assumptions[0]
 
 
+def test_a_stated_mean_sets_the_longest_of_a_batch_between_the_mean_and_the_budget():
+    from skill.timing.generation import longest_of
+
+    stated = _request(mean_completion_tokens=200, micro_batch=4)
+    longest = [longest_of(stated, n) for n in (1, 4, 64, 4096)]
+    assert longest[0] == pytest.approx(200, rel=0.01)
+    assert longest == sorted(longest) and longest[-1] == pytest.approx(1024, rel=0.01)
+    assert estimate_step_time(stated).generation_s < estimate_step_time(_request()).generation_s
+    assert "exponential about that mean" in estimate_step_time(stated).assumptions[0]
+
+
+def test_the_longest_from_a_mean_holds_on_the_projects_own_recorded_sampling():
+    """The law behind a stated mean, checked on lengths this project sampled (no published row): the prediction is
+    never more than 10% under the measured longest of n, and never farther from it than the budget."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "completion_length_tail.py"
+    spec = importlib.util.spec_from_file_location("completion_length_tail", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    runs = module.recorded()
+    assert runs
+    for run in runs:
+        for row in run["by_batch"]:
+            assert row["predicted_over_measured"] >= 0.9, (run["file"], row)
+            assert abs(row["predicted_over_measured"] - 1) <= abs(row["budget_over_measured"] - 1) + 0.01
+
+
 def test_money_only_when_priced_and_refusals():
     assert estimate_step_time(_request()).cost is None
     priced = estimate_step_time(_request(price_per_gpu_hour=3.0))

@@ -112,7 +112,8 @@ def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[st
     lengths = (
         f"completion lengths from {len(request.completion_tokens)} measured completions"
         if request.completion_tokens
-        else f"mean completion {request.mean_completion_tokens:.0f} tokens stated, longest at the budget"
+        else f"mean completion {request.mean_completion_tokens:.0f} tokens stated: a batch's longest from lengths "
+        "exponential about that mean, cut at the budget"
         if request.mean_completion_tokens
         else f"no completion lengths measured: every completion assumed to run to max_completion_length "
         f"({request.max_completion_length}); a route_check probe gives the distribution"

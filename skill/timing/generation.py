@@ -40,9 +40,36 @@ def matmul_parameters(shape: ModelShape) -> int:
     return shape.active_linear_parameters() + shape.vocab * shape.hidden
 
 
+def expected_longest(mean: float, batch: int, budget: int) -> float:
+    """The expected longest of ``batch`` completion lengths when only their ``mean`` is known: lengths exponential
+    (the maximum-entropy law for a positive length of known mean) and cut at ``budget``.
+
+    The exponential's scale s solves s(1 - e^(-budget/s)) = mean (the mean of the cut law); the expected longest
+    of n cut draws is s x sum over k = 1..n of U^k / k, with U = 1 - e^(-budget/s) (the integral of
+    P(longest > x) from 0 to the budget). Uncut, it is the mean times the harmonic number H(n).
+
+    >>> round(expected_longest(100, 1, 10_000), 1), round(expected_longest(100, 4, 10_000), 1)
+    (100.0, 208.3)
+    >>> round(expected_longest(157, 4, 1867)), round(expected_longest(1800, 4, 1846))
+    (327, 1846)
+    """
+    if mean >= budget:
+        return float(budget)
+    low, high = mean, mean * 1e6  # the cut mean s(1 - e^(-budget/s)) grows with s from 0 towards the budget
+    for _ in range(200):
+        scale = (low + high) / 2
+        if scale * -math.expm1(-budget / scale) < mean:
+            low = scale
+        else:
+            high = scale
+    reached = -math.expm1(-budget / scale)
+    return min(float(budget), scale * sum(reached**k / k for k in range(1, batch + 1)))
+
+
 def longest_of(request: StepTimeRequest, batch: int) -> float:
     """The expected longest completion of ``batch`` draws: the ``1 - 1/(batch+1)`` quantile of the measured lengths
-    (their maximum for a batch as large as the sample), else the budget.
+    (their maximum for a batch as large as the sample); with only a stated mean, ``expected_longest``; else the
+    budget.
 
     >>> from skill.hardware.specs import HardwareSpec
     >>> from skill.models.shapes import SHAPES
@@ -52,6 +79,8 @@ def longest_of(request: StepTimeRequest, batch: int) -> float:
     (20, 36, 40)
     """
     if not request.completion_tokens:
+        if request.mean_completion_tokens:
+            return expected_longest(request.mean_completion_tokens, batch, request.max_completion_length)
         return request.max_completion_length
     lengths = sorted(min(length, request.max_completion_length) for length in request.completion_tokens)
     index = min(len(lengths), math.ceil((1 - 1 / (batch + 1)) * len(lengths))) - 1
