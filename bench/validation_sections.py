@@ -172,31 +172,84 @@ def _step_time_lines(outcome: dict) -> list[str]:
         f"{r['held_out']['within_2x']} ({r['held_out']['estimated']} expressed) | | |",
         f"| CPU rows (this machine) | {cpu} | each within 30% | {'yes' if r['cpu_within_30_percent'] else 'no'} |",
         *_length_tail_lines(),
+        *_decode_waves_lines(),
     ]
+
+
+def _table(intro: str, columns: list[str], rows: list[list[object]]) -> list[str]:
+    """A paragraph and a markdown table under it."""
+    lines = ["", intro, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
+def _decode_waves_lines() -> list[str]:
+    """The calibration of decode waves (an engine whose KV cache holds fewer sequences than its share) on vLLM."""
+    module = _bench_module("vllm_decode_waves")
+    rows = []
+    for run in module.recorded():
+        cut, ends = run["cut"], run["predicted"]
+        estimate = " - ".join(f"{ends[end]['iterations']:.0f} ({ends[end]['held']})" for end in ("fast", "slow"))
+        rows.append(
+            [
+                f"{run['file']} (vLLM {run['vllm']})",
+                f"{run['sequences']} x {run['tokens']}",
+                f"{cut['blocks']} blocks of {cut['block_size']}",
+                run["ample"]["iterations"],
+                cut["iterations"],
+                f"{cut['preemptions']:.0f}",
+                estimate,
+            ]
+        )
+    intro = (
+        "An engine whose KV cache holds fewer sequences than its share decodes them in waves "
+        "(`timing.generation.engine_concurrency`; the recipe's colocated vLLM holds what its memory estimate gives). "
+        "Checked on vLLM's own iteration counter, on this CPU (`bench/vllm_decode_waves.py`, recorded in "
+        f"`bench/results/{module.RECORDED.name}/`): the embedded SmolLM2-135M, completions of exactly the budget:"
+    )
+    columns = [
+        "run",
+        "sequences x tokens",
+        "KV cache held",
+        "iterations with ample KV",
+        "iterations, cut",
+        "preemptions",
+        "estimate (sequences at once)",
+    ]
+    return _table(intro, columns, rows)
 
 
 def _length_tail_lines() -> list[str]:
     """The calibration of a batch's longest completion from a stated mean, on the project's own recorded samplings."""
     module = _bench_module("completion_length_tail")
-    lines = [
-        "",
+    rows = [
+        [
+            f"{run['file']}: {run['prompts']} prompts x {run['group']}",
+            f"{run['mean']:.0f} / {run['budget']} ({run['cut_at_budget']} of {run['completions']})",
+            row["n"],
+            f"{row['measured_mean_longest']:.0f}",
+            f"{row['predicted']:.0f}",
+            f"{row['predicted_over_measured']:.2f}",
+            f"{row['budget_over_measured']:.2f}",
+        ]
+        for run in module.recorded()
+        for row in run["by_batch"]
+    ]
+    intro = (
         "A row that states only its mean completion length takes a batch's longest from lengths exponential about "
         "that mean, cut at the budget (`timing.generation.expected_longest`). Checked on this project's own "
         "sampling (`bench/completion_length_tail.py`, recorded in "
-        f"`bench/results/{module.RECORDED.name}/`, none of the rows above), longest of n completions of one prompt:",
-        "",
-        "| sampling | mean / budget (cut at it) | n | measured longest | predicted | predicted / measured "
-        "| budget / measured |",
-        "|---|---|---|---|---|---|---|",
+        f"`bench/results/{module.RECORDED.name}/`, none of the rows above), longest of n completions of one prompt:"
+    )
+    columns = [
+        "sampling",
+        "mean / budget (cut at it)",
+        "n",
+        "measured longest",
+        "predicted",
+        "predicted / measured",
+        "budget / measured",
     ]
-    for run in module.recorded():
-        for row in run["by_batch"]:
-            lines.append(
-                f"| {run['file']}: {run['prompts']} prompts x {run['group']} | {run['mean']:.0f} / {run['budget']} "
-                f"({run['cut_at_budget']} of {run['completions']}) | {row['n']} | {row['measured_mean_longest']:.0f} "
-                f"| {row['predicted']:.0f} | {row['predicted_over_measured']:.2f} | {row['budget_over_measured']:.2f} |"
-            )
-    return lines
+    return _table(intro, columns, rows)
 
 
 def _health_lines(outcome: dict) -> list[str]:

@@ -103,14 +103,7 @@ def test_a_stated_mean_sets_the_longest_of_a_batch_between_the_mean_and_the_budg
 def test_the_longest_from_a_mean_holds_on_the_projects_own_recorded_sampling():
     """The law behind a stated mean, checked on lengths this project sampled (no published row): the prediction is
     never more than 10% under the measured longest of n, and never farther from it than the budget."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "bench" / "completion_length_tail.py"
-    spec = importlib.util.spec_from_file_location("completion_length_tail", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    runs = module.recorded()
+    runs = _recorded("completion_length_tail")
     assert runs
     for run in runs:
         for row in run["by_batch"]:
@@ -184,3 +177,61 @@ def test_the_time_line_compares_hardware_per_1000_completions():
         line = estimate.summary()
         assert f"{estimate.completions_per_step} completions a step, per 1,000: " in line
         assert line.endswith(f", {estimate.cost * per:,.2f}")
+
+
+def _recorded(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.recorded()
+
+
+def test_an_engine_whose_kv_cache_holds_fewer_sequences_decodes_in_waves_and_says_so():
+    ample = estimate_step_time(_request(completions_per_step=64, training_processes=1, max_completion_length=4096))
+    cut = estimate_step_time(
+        _request(completions_per_step=64, training_processes=1, max_completion_length=4096, vllm_kv_cache_tokens=80_000)
+    )
+    assert cut.generation_s > 1.5 * ample.generation_s
+    assert any("waves" in note and "KV cache of 80,000 tokens" in note for note in cut.assumptions)
+    assert not any("waves" in note for note in ample.assumptions)
+
+
+def test_vllm_serve_decodes_at_most_its_default_max_num_seqs_at_once():
+    server = dict(generation="vllm_server", vllm_server_gpus=1, training_processes=1, completions_per_step=512)
+    a100 = estimate_step_time(_request(**server, hardware=HardwareSpec(gpu_model="A100-80GB", gpus_per_node=2)))
+    h100 = estimate_step_time(_request(**server, hardware=HardwareSpec(gpu_model="H100", gpus_per_node=2)))
+    assert any("max_num_seqs" in note and "2.0 waves" in note for note in a100.assumptions)
+    assert not any("waves" in note for note in h100.assumptions)
+
+
+def test_the_waves_bracket_the_iterations_vllm_itself_counted():
+    """On vLLM's own counter (recorded runs, this CPU): the iterations of a cut KV cache lie between the estimate's
+    fast and slow ends, and well above the uncut run's."""
+    runs = _recorded("vllm_decode_waves")
+    assert runs
+    for run in runs:
+        ends, measured = run["predicted"], run["cut"]["iterations"]
+        assert ends["fast"]["iterations"] <= measured <= ends["slow"]["iterations"], (run["file"], ends, measured)
+        assert measured > 1.3 * run["ample"]["iterations"]
+
+
+def test_a_recipes_time_estimate_holds_the_kv_cache_its_memory_estimate_gives():
+    from pathlib import Path
+
+    from skill.memory.estimate import estimate_memory
+    from skill.recipe.deciding.memory_request import memory_request
+    from skill.recipe.deciding.step_time import step_time_request
+    from skill.recipe.schema import load_recipe
+
+    recipe = load_recipe(Path(__file__).parent / "golden" / "recipe_matrix" / "full-1gpu-colocate" / "recipe.json")
+    request = step_time_request(recipe)
+    assert request.vllm_kv_cache_tokens == estimate_memory(memory_request(recipe)).vllm_kv_cache_tokens > 0
+    # The engine's 32 sequences of 8k tokens outgrow the KV cache a tenth of the card leaves beside the weights.
+    recipe.trl |= {"max_completion_length": 8192, "vllm_gpu_memory_utilization": 0.1}
+    long = estimate_step_time(step_time_request(recipe))
+    assert any("waves" in note and "vllm_gpu_memory_utilization" in note for note in long.assumptions)
+    assert "KV held per running sequence" in long.largest_uncertainty

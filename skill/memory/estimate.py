@@ -85,7 +85,7 @@ def estimate_memory(request: MemoryRequest) -> MemoryEstimate:
     request = with_shape(request)
     estimate = estimate_components(request)[1]
     estimate.sharding, estimate.sharding_reason = request.sharding, sharding
-    estimate.time_estimate = step_time_line(request)
+    estimate.time_estimate = step_time_line(request, estimate.vllm_kv_cache_tokens)
     if not estimate.fits or estimate.headroom_gib < LOW_HEADROOM * estimate.capacity_gib:
         estimate.remedies = remedies(request)
     if not estimate.fits and not any(remedy.fits for remedy in estimate.remedies):
@@ -104,9 +104,9 @@ def estimate_memory(request: MemoryRequest) -> MemoryEstimate:
     return estimate
 
 
-def step_time_line(request: MemoryRequest) -> str | None:
-    """The step time of the memory request's setting (one generation batch per step), or None when its GPU's
-    throughput is unknown."""
+def step_time_line(request: MemoryRequest, kv_cache_tokens: int | None = None) -> str | None:
+    """The step time of the memory request's setting (one generation batch per step), its colocated vLLM holding
+    ``kv_cache_tokens`` (this estimate's), or None when its GPU's throughput is unknown."""
     processes = request.training_processes or max(1, request.hardware.total_gpus)
     use_vllm = request.use_vllm if request.use_vllm is not None else request.hardware.accelerator == "gpu"
     try:
@@ -126,6 +126,7 @@ def step_time_line(request: MemoryRequest) -> str | None:
                 generation=f"vllm_{request.vllm_mode}" if use_vllm else "transformers",
                 vllm_tensor_parallel_size=request.vllm_tensor_parallel_size,
                 vllm_server_gpus=max(1, request.hardware.total_gpus - processes),
+                vllm_kv_cache_tokens=kv_cache_tokens if use_vllm and request.vllm_mode == "colocate" else None,
                 vllm_sleep_mode=request.vllm_enable_sleep_mode,
                 training_processes=processes,
                 sharding=request.sharding,

@@ -66,6 +66,23 @@ VLLM_DECODE_ITERATION_OVERHEAD_S = Span(1.3e-3, 2.6e-3, "vLLM scheduling 1.3-2.6
 TP_ALLREDUCE_IN_NODE_S = Span(6e-6, 12e-6, "TP all-reduce 6-12 us")
 TP_ALLREDUCE_ACROSS_NODES_S = Span(46e-6, 48e-6, "TP all-reduce across nodes 46-48 us")
 
+# --- How many sequences a vLLM engine decodes at once -------------------------------------------------------------
+# `vllm serve`, which TRL 1.16's `trl vllm-serve` starts without --max-num-seqs, takes max_num_seqs by the GPU (vLLM
+# 0.31, engine/arg_utils.py, get_batch_defaults): 1024 on a GPU of at least 160 GiB, or of at least 70 GiB other than
+# an A100; 256 otherwise. TRL's colocated engine sets max_num_seqs to its own share of a generation
+# (per_device_train_batch_size x TP x steps_per_generation: trl/trainer/grpo_trainer.py), so there only its KV cache
+# can hold fewer.
+VLLM_SERVE_MAX_NUM_SEQS = 256
+VLLM_SERVE_MAX_NUM_SEQS_LARGE_GPU = 1024
+VLLM_LARGE_GPU_GIB = 70
+VLLM_VERY_LARGE_GPU_GIB = 160
+# A running sequence holds KV blocks for its prompt and what it has generated so far (vLLM allocates blocks as a
+# sequence grows), so over a decode the cache holds a sequence's prompt and on average half its completion (fast
+# end), at worst all of it (slow end: vLLM then preempts a sequence and recomputes it later). vLLM's own iteration
+# counter, with its KV cache cut to hold a third to a fifth of the sequences sent, lay inside the two ends
+# (bench/vllm_decode_waves.py, 2026-12-06, vLLM 0.31 on this project's CPU).
+KV_HELD_SHARE_OF_COMPLETION = Span(0.5, 1.0, "KV held per running sequence: prompt + 0.5-1 x its completion")
+
 # --- Links that move weights -----------------------------------------------------------------------------------
 # NVLink 4 (H100): 900 GB/s bidirectional per GPU, 450 GB/s each way (NVIDIA H100 datasheet). Used for every
 # same-node transfer (NCCL broadcast to a server on the node, ZeRO-3 all-gathers).

@@ -19,6 +19,7 @@ from skill.timing.generation import (
     VLLM_BYTES,
     cpu_generation_seconds,
     gpu_generation_seconds,
+    waves_note,
 )
 from skill.timing.schema import StepTimeEstimate, StepTimeRequest
 from skill.timing.training import cpu_training_seconds, gpu_training_seconds
@@ -104,7 +105,9 @@ def _uncertainty(request: StepTimeRequest, part: str) -> str:
         return f"sync at {constants.DECODE_BANDWIDTH_UTILISATION.what}"
     if request.generation == "transformers":
         return constants.EAGER_DECODE_LAYER_S.what
-    spans = (constants.DECODE_BANDWIDTH_UTILISATION, constants.VLLM_DECODE_ITERATION_OVERHEAD_S)
+    spans = [constants.DECODE_BANDWIDTH_UTILISATION, constants.VLLM_DECODE_ITERATION_OVERHEAD_S]
+    if request.vllm_kv_cache_tokens is not None and waves_note(request):
+        spans.append(constants.KV_HELD_SHARE_OF_COMPLETION)
     return ", ".join(span.what for span in spans)
 
 
@@ -119,6 +122,8 @@ def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[st
         f"({request.max_completion_length}); a route_check probe gives the distribution"
     )
     notes = [lengths]
+    waves = waves_note(request) if gpu is not None else None
+    notes += [waves] if waves else []
     if gpu is not None:
         notes.append(
             f"{gpu.name}: {gpu.peak_tflops:g} TFLOP/s dense, {gpu.hbm_tb_per_s:g} TB/s ({gpu.source}); "

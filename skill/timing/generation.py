@@ -101,6 +101,54 @@ def _engines(request: StepTimeRequest) -> int:
     return max(1, gpus // request.vllm_tensor_parallel_size)
 
 
+def engine_share(request: StepTimeRequest, completions: int | None = None) -> int:
+    """Completions one engine generates in one generation call: vLLM's engines share the step's (default) or
+    ``completions``; transformers generates on every training process."""
+    engines = _engines(request) if request.generation != "transformers" else request.training_processes
+    per_engine = math.ceil((completions or request.completions_per_step) / engines)
+    return math.ceil(per_engine / request.generation_rounds)
+
+
+def server_max_num_seqs(request: StepTimeRequest) -> int:
+    """The max_num_seqs `vllm serve` takes by default on the request's GPU (constants.VLLM_SERVE_MAX_NUM_SEQS*).
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.models.shapes import SHAPES
+    >>> def on(gpu): return server_max_num_seqs(StepTimeRequest(shape=SHAPES["qwen2.5-7b"].shape,
+    ...     hardware=HardwareSpec(gpu_model=gpu), completions_per_step=8, prompt_tokens=100, max_completion_length=64))
+    >>> on("H100"), on("A100-80GB"), on("L4"), on("B200")
+    (1024, 256, 256, 1024)
+    """
+    memory = request.hardware.memory_gib_per_gpu
+    large = memory >= constants.VLLM_VERY_LARGE_GPU_GIB or (
+        memory >= constants.VLLM_LARGE_GPU_GIB and "A100" not in request.hardware.gpu_model.upper()
+    )
+    return constants.VLLM_SERVE_MAX_NUM_SEQS_LARGE_GPU if large else constants.VLLM_SERVE_MAX_NUM_SEQS
+
+
+def engine_concurrency(request: StepTimeRequest, share: int, end: constants.End = "slow") -> int:
+    """Sequences one vLLM engine decodes at once: its whole ``share``, unless `vllm serve`'s default max_num_seqs
+    or the KV cache (``vllm_kv_cache_tokens``, each running sequence holding its prompt and part of its completion:
+    constants.KV_HELD_SHARE_OF_COMPLETION) holds fewer; then the share decodes in waves.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.models.shapes import SHAPES
+    >>> request = StepTimeRequest(shape=SHAPES["qwen2.5-7b"].shape, hardware=HardwareSpec(gpu_model="H100"),
+    ...     completions_per_step=64, prompt_tokens=500, max_completion_length=4096, vllm_kv_cache_tokens=100_000)
+    >>> engine_concurrency(request, 64, "fast"), engine_concurrency(request, 64, "slow")  # 100k / (500 + 2048 | 4096)
+    (39, 21)
+    """
+    if request.generation == "transformers":
+        return share
+    limit = share
+    if request.generation == "vllm_server":
+        limit = min(limit, server_max_num_seqs(request))
+    if request.vllm_kv_cache_tokens is not None:
+        held = request.prompt_tokens + constants.KV_HELD_SHARE_OF_COMPLETION.at(end) * mean_completion(request)
+        limit = min(limit, int(request.vllm_kv_cache_tokens // held))
+    return max(1, limit)
+
+
 def tensor_parallel_seconds(request: StepTimeRequest, end: constants.End) -> float:
     """What one decode iteration waits on tensor parallel all-reduces: two a layer, across nodes when the engine
     spans more GPUs than a node has.
@@ -121,6 +169,22 @@ def tensor_parallel_seconds(request: StepTimeRequest, end: constants.End) -> flo
     return 2 * request.shape.layers * latency.at(end)
 
 
+def waves_note(request: StepTimeRequest) -> str | None:
+    """The assumption to state when an engine cannot decode its whole share at once (at the slow end), else None."""
+    share = engine_share(request)
+    held = engine_concurrency(request, share)
+    if held >= share:
+        return None
+    if request.generation == "vllm_server" and held == server_max_num_seqs(request):
+        why = f"`vllm serve`'s default max_num_seqs on a {request.hardware.gpu_model}"
+    else:
+        why = (
+            f"its KV cache of {request.vllm_kv_cache_tokens:,} tokens, each running sequence holding its prompt and "
+            "up to its whole completion; a larger vllm_gpu_memory_utilization holds more"
+        )
+    return f"one vLLM engine decodes {held} of its {share} sequences at once ({why}): {share / held:.1f} waves"
+
+
 def gpu_generation_seconds(
     request: StepTimeRequest, gpu: GPUThroughput, completions: int | None = None, end: constants.End = "slow"
 ) -> float:
@@ -132,11 +196,12 @@ def gpu_generation_seconds(
     """
     shape, tp = request.shape, request.vllm_tensor_parallel_size
     vllm = request.generation != "transformers"
-    engines = _engines(request) if vllm else request.training_processes
     tp = tp if vllm else 1
-    per_engine = math.ceil((completions or request.completions_per_step) / engines)
-    per_round = math.ceil(per_engine / request.generation_rounds)
+    per_round = engine_share(request, completions)
     longest, mean = longest_of(request, per_round), mean_completion(request)
+    # More sequences than the engine holds at once decode in waves: each wave beyond the first adds a mean
+    # completion's iterations (continuous batching refills a finished sequence's place at once).
+    iterations = longest + (per_round / engine_concurrency(request, per_round, end) - 1) * mean
     bandwidth = gpu.hbm_tb_per_s * 1e12 * constants.DECODE_BANDWIDTH_UTILISATION.at(end)
     compute = gpu.peak_tflops * 1e12 * constants.GENERATION_MFU.at(end)
     weight_bytes = GENERATION_WEIGHT_BYTES[request.generation_weights] if vllm else DTYPE_BYTES[request.dtype]
@@ -147,13 +212,13 @@ def gpu_generation_seconds(
     running_tokens = per_round * (mean if vllm else longest)  # transformers keeps finished rows to the end
     kv_reads = per_round * (request.prompt_tokens * mean + mean * mean / 2)
     kv = kv_reads * shape.kv_cache_bytes_per_token(VLLM_BYTES) / tp / bandwidth
-    roof = max(longest * weights / bandwidth, running_tokens * flops_per_token / compute) + kv
+    roof = max(iterations * weights / bandwidth, running_tokens * flops_per_token / compute) + kv
     if vllm:
-        decode = roof + longest * (
+        decode = roof + iterations * (
             constants.VLLM_DECODE_ITERATION_OVERHEAD_S.at(end) + tensor_parallel_seconds(request, end)
         )
     else:
-        decode = max(roof, longest * shape.layers * constants.EAGER_DECODE_LAYER_S.at(end))
+        decode = max(roof, iterations * shape.layers * constants.EAGER_DECODE_LAYER_S.at(end))
     prefill = per_round * request.prompt_tokens * flops_per_token / compute
     return request.generation_rounds * (prefill + decode)
 

@@ -56,6 +56,13 @@ class StepTimeRequest(BaseModel):
     )
     vllm_tensor_parallel_size: int = Field(default=1, gt=0)
     vllm_server_gpus: int = Field(default=0, ge=0)
+    vllm_kv_cache_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Tokens of KV cache one colocated vLLM engine holds (the memory estimate's, at the recipe's "
+        "vllm_gpu_memory_utilization): an engine whose share of sequences needs more decodes them in waves. None: "
+        "not limiting.",
+    )
     vllm_sleep_mode: bool = False
     training_processes: int = Field(default=1, gt=0)
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"

@@ -1,7 +1,7 @@
 """A recipe's step-time estimate (``skill.timing``): the recipe's settings as a StepTimeRequest, with the route
 probe's completion lengths when the recipe followed a probe, and the one line recipes and runs carry.
 
-May import: ``timing``, ``models``, ``routing.evidence``, ``errors``.
+May import: ``timing``, ``memory``, ``models``, ``routing.evidence``, ``recipe.deciding.memory_request``, ``errors``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from typing import Any
 
 from skill.errors import SkillError
 from skill.hardware.layout import MEMORY_SHARDING
+from skill.memory.components import estimate_components
 from skill.models.size import resolve_shape
+from skill.recipe.deciding.memory_request import memory_request
 from skill.routing.evidence import CompletionLengths
 from skill.timing.estimate import StepTimeEstimate, StepTimeRequest, estimate_step_time
 
@@ -24,6 +26,15 @@ def _dtype(recipe: Any) -> str:
     if trl.fp16:
         return "float16"
     return (trl.model_init_kwargs or {}).get("dtype", "float32")
+
+
+def colocated_kv_cache_tokens(recipe: Any) -> int | None:
+    """Tokens of KV cache the recipe's colocated vLLM holds, as its memory estimate models them (None when it cannot
+    be estimated)."""
+    try:
+        return estimate_components(memory_request(recipe))[1].vllm_kv_cache_tokens
+    except SkillError:
+        return None
 
 
 def step_time_request(
@@ -55,6 +66,7 @@ def step_time_request(
         generation=generation,
         vllm_tensor_parallel_size=trl.vllm_tensor_parallel_size if mode == "colocate" else 1,
         vllm_server_gpus=recipe.launch.vllm_server_gpus if generation == "vllm_server" else 0,
+        vllm_kv_cache_tokens=colocated_kv_cache_tokens(recipe) if generation == "vllm_colocate" else None,
         vllm_sleep_mode=bool(trl.vllm_enable_sleep_mode),
         training_processes=processes,
         sharding=MEMORY_SHARDING[recipe.launch.sharding or "ddp"],
