@@ -108,6 +108,10 @@ WEIGHT_LOAD_BYTES_PER_S = 1.0e9  # safetensors from a local disk or the Hub cach
 VLLM_START_S = 60.0  # vLLM engine init (profiling run, KV cache allocation, CUDA graph capture) on a GPU
 CHECKPOINT_WRITE_BYTES_PER_S = 1.0e9  # weights + optimizer state to local disk
 ADAM_STATE_BYTES_PER_PARAMETER = 8  # two float32 moments
+# AdamW's step reads each trained float32 parameter, its gradient and its two moments and writes the parameter and
+# the moments back: 7 passes of 4 bytes (torch.optim.AdamW's foreach / fused update is one memory-bound sweep), at
+# the decode's share of HBM bandwidth.
+OPTIMIZER_STEP_BYTES_PER_PARAMETER = 28
 
 # --- This project's CPU measurements (bench/timing_cpu_calibration.py, 2 CPU threads, float32) -----------------
 # Measured on the calibration model (random-init Llama, hidden 512, 4 and 8 layers), never on a validated run;

@@ -12,6 +12,8 @@ Rules (per token; N = the parameters a token multiplies by, ``generation.matmul_
 - the reference forward (beta > 0) and the old-log-prob forward (TRL 1.16 with vLLM and its importance-sampling
   correction, or num_iterations > 1): one forward each.
 TRL pads each micro-batch to its longest completion, so a padded step trains on that length for every row.
+The optimizer step of a full fine-tune is a memory-bound sweep over the parameters a GPU holds (ZeRO and FSDP shard
+them over the training processes); a LoRA adapter's is negligible.
 
 May import: ``timing.schema``, ``timing.constants``, ``timing.generation``, ``hardware``.
 """
@@ -54,11 +56,32 @@ def training_flops(request: StepTimeRequest) -> float:
     return request.completions_per_step * tokens_per_sequence * forward * forward_passes(request)
 
 
+def optimizer_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
+    """The optimizer step of one GPU: a full fine-tune's AdamW sweep over the parameters it holds.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.hardware.throughput import gpu_throughput
+    >>> from skill.models.shapes import SHAPES
+    >>> request = StepTimeRequest(shape=SHAPES["qwen2.5-7b"].shape, hardware=HardwareSpec(gpu_model="H100"),
+    ...     completions_per_step=64, prompt_tokens=100, max_completion_length=256, training_processes=8)
+    >>> h100 = gpu_throughput(request.hardware)
+    >>> round(optimizer_seconds(request, h100), 3), round(optimizer_seconds(request.model_copy(
+    ...     update={"sharding": "zero3"}), h100), 3)  # 7.6B x 28 bytes, whole or over 8 ranks
+    (0.122, 0.015)
+    """
+    if request.method != "full":
+        return 0.0
+    shards = request.training_processes if request.sharding != "none" else 1
+    swept = request.shape.parameters() / shards * constants.OPTIMIZER_STEP_BYTES_PER_PARAMETER
+    return swept / (gpu.hbm_tb_per_s * 1e12 * constants.DECODE_BANDWIDTH_UTILISATION.at(end))
+
+
 def gpu_training_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
-    """Seconds on the training GPUs at TRAINING_MFU's (a mixture of experts: MOE_TRAINING_MFU's) fast or slow end."""
+    """Seconds on the training GPUs at TRAINING_MFU's (a mixture of experts: MOE_TRAINING_MFU's) fast or slow end,
+    and the optimizer step."""
     mfu = constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU
     rate = request.training_processes * gpu.peak_tflops * 1e12 * mfu.at(end)
-    return training_flops(request) / rate
+    return training_flops(request) / rate + optimizer_seconds(request, gpu, end)
 
 
 def cpu_training_seconds(request: StepTimeRequest) -> float:
