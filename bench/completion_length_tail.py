@@ -79,18 +79,27 @@ def sample_lengths(count: int, group: int, budget: int, seed: int) -> list[list[
 
 
 def compare(groups: list[list[int]], budget: int) -> list[dict[str, float]]:
-    """For each batch size n up to the group: the measured mean longest of n (the first n of each group) against
-    the censored-exponential prediction from the measured mean, and against the budget."""
+    """For each batch size n: the measured mean longest of n against the censored-exponential prediction from the
+    measured mean, and against the budget. Up to the group size, n completions of one prompt (the first n of each
+    group); beyond it, batches pooled across prompts (the lengths shuffled with a fixed seed), as an engine's share
+    of a step pools several prompts' groups."""
     from skill.timing.generation import expected_longest
 
-    mean = statistics.fmean(length for group in groups for length in group)
+    lengths = [length for group in groups for length in group]
+    mean = statistics.fmean(lengths)
+    pooled = random.Random(0).sample(lengths, len(lengths))
     rows = []
-    for n in sorted({1, 2, 4, len(groups[0])}):
-        measured = statistics.fmean(max(group[:n]) for group in groups)
+    for n in sorted({1, 2, 4, len(groups[0]), 16, 32}):
+        if n <= len(groups[0]):
+            batches = [group[:n] for group in groups]
+        else:
+            batches = [pooled[i : i + n] for i in range(0, len(pooled) - n + 1, n)]
+        measured = statistics.fmean(max(batch) for batch in batches)
         predicted = expected_longest(mean, n, budget)
         rows.append(
             {
                 "n": n,
+                "batches": len(batches),
                 "measured_mean_longest": round(measured, 1),
                 "predicted": round(predicted, 1),
                 "predicted_over_measured": round(predicted / measured, 3),

@@ -238,7 +238,8 @@ def _length_tail_lines() -> list[str]:
         "A row that states only its mean completion length takes a batch's longest from lengths exponential about "
         "that mean, cut at the budget (`timing.generation.expected_longest`). Checked on this project's own "
         "sampling (`bench/completion_length_tail.py`, recorded in "
-        f"`bench/results/{module.RECORDED.name}/`, none of the rows above), longest of n completions of one prompt:"
+        f"`bench/results/{module.RECORDED.name}/`, none of the rows above), longest of n: of one prompt up to its "
+        "group, pooled across prompts beyond:"
     )
     columns = [
         "sampling",

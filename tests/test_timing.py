@@ -235,3 +235,32 @@ def test_a_recipes_time_estimate_holds_the_kv_cache_its_memory_estimate_gives():
     long = estimate_step_time(step_time_request(recipe))
     assert any("waves" in note and "vllm_gpu_memory_utilization" in note for note in long.assumptions)
     assert "KV held per running sequence" in long.largest_uncertainty
+
+
+def test_a_kv_cache_below_one_sequence_is_refused_and_a_stated_mean_stays_within_the_budget():
+    with pytest.raises(SkillError, match="vLLM would refuse to start"):
+        _request(vllm_kv_cache_tokens=1000)
+    over = estimate_step_time(_request(mean_completion_tokens=5000, vllm_kv_cache_tokens=100_000))
+    at = estimate_step_time(_request(mean_completion_tokens=1024, vllm_kv_cache_tokens=100_000))
+    assert over.generation_s == at.generation_s
+
+
+def test_a_groups_prompt_is_held_once_by_the_prefix_cache():
+    long_prompts = dict(prompt_tokens=4000, mean_completion_tokens=512, vllm_kv_cache_tokens=100_000)
+    one = estimate_step_time(_request(completions_per_step=512, **long_prompts))
+    group = estimate_step_time(_request(completions_per_step=512, group_size=8, **long_prompts))
+    assert any("waves" in note for note in one.assumptions)
+    assert not any("waves" in note for note in group.assumptions) and group.generation_s < one.generation_s
+
+
+def test_a_server_recipes_engines_follow_its_launch_plans_tensor_parallel_size():
+    from pathlib import Path
+
+    from skill.recipe.deciding.step_time import step_time_request
+    from skill.recipe.schema import load_recipe
+
+    recipe = load_recipe(Path(__file__).parent / "golden" / "recipe_matrix" / "full-8gpu-server-zero3" / "recipe.json")
+    recipe.launch.vllm_server_gpus, recipe.launch.vllm_tensor_parallel_size = 4, 4
+    request = step_time_request(recipe)
+    assert request.generation == "vllm_server" and request.vllm_tensor_parallel_size == 4
+    assert request.group_size == recipe.grpo.num_generations

@@ -232,6 +232,12 @@ def training_workspace_bytes(
     return activations, logprob
 
 
+def vllm_bytes(request: MemoryRequest, compute_bytes: int) -> int:
+    """Bytes a vLLM weight and a cached KV value take: TRL starts vLLM with dtype "auto", which on a GPU serves a
+    float32 checkpoint in half precision, whatever the trainer computes in; on a CPU, the trainer's."""
+    return DTYPE_BYTES["bfloat16"] if request.hardware.accelerator == "gpu" else compute_bytes
+
+
 def generation_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int) -> Generation:
     """A colocated vLLM's share (and the KV cache it leaves), or transformers' KV cache without vLLM."""
     use_vllm = uses_vllm(request)
@@ -244,7 +250,9 @@ def generation_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: int
         return Generation(0.0, None, 0.0, [], [])
     vllm = request.vllm_gpu_memory_utilization * capacity_gib(request) * GIB
     tensor_parallel = request.vllm_tensor_parallel_size  # each GPU holds 1/TP of the weights and of each KV head set
-    vllm_weights = shape.parameters() * dtype_bytes / tensor_parallel
+    served = vllm_bytes(request, dtype_bytes)
+    kv_per_token = shape.kv_cache_bytes_per_token(served)
+    vllm_weights = shape.parameters() * served / tensor_parallel
     # vLLM splits KV heads over tensor parallel ranks and replicates them beyond their count; MLA's latent is one
     # vector per token, whole on every rank.
     kv_per_gpu = kv_per_token / (1 if shape.kv_cache_width else min(tensor_parallel, shape.kv_heads))
@@ -292,8 +300,8 @@ def phase_peaks(
     if not uses_vllm(request):
         return Peaks(train, generate, None)
     # TRL wakes only a sleeping vLLM's weights for the sync; the KV cache comes back for generation.
-    vllm_dtype = compute_dtype(request, weight_dtype(request))  # vLLM serves in half precision on GPUs
-    vllm_weights = request.shape.parameters() * DTYPE_BYTES[vllm_dtype] if request.shape else 0.0
+    served = vllm_bytes(request, DTYPE_BYTES[compute_dtype(request, weight_dtype(request))])
+    vllm_weights = request.shape.parameters() * served if request.shape else 0.0
     vllm_weights /= request.vllm_tensor_parallel_size
     vllm_during_sync = min(generation.vllm, vllm_weights) if request.vllm_enable_sleep_mode else generation.vllm
     # Gradients are gone by then: the trainer zeroes them with set_to_none after each optimizer step.

@@ -80,7 +80,8 @@ VLLM_VERY_LARGE_GPU_GIB = 160
 # sequence grows), so over a decode the cache holds a sequence's prompt and on average half its completion (fast
 # end), at worst all of it (slow end: vLLM then preempts a sequence and recomputes it later). vLLM's own iteration
 # counter, with its KV cache cut to hold a third to a fifth of the sequences sent, lay inside the two ends
-# (bench/vllm_decode_waves.py, 2026-12-06, vLLM 0.31 on this project's CPU).
+# (bench/vllm_decode_waves.py, 2026-12-06): a check of the waves more than of the span, since vLLM 0.31's CPU build
+# allocates blocks of 128 tokens (a GPU's are 16), so there a sequence holds whole 128-token blocks.
 KV_HELD_SHARE_OF_COMPLETION = Span(0.5, 1.0, "KV held per running sequence: prompt + 0.5-1 x its completion")
 
 # --- Links that move weights -----------------------------------------------------------------------------------

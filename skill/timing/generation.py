@@ -93,7 +93,7 @@ def mean_completion(request: StepTimeRequest) -> float:
         return sum(min(t, request.max_completion_length) for t in request.completion_tokens) / len(
             request.completion_tokens
         )
-    return request.mean_completion_tokens or request.max_completion_length
+    return min(request.mean_completion_tokens or request.max_completion_length, request.max_completion_length)
 
 
 def _engines(request: StepTimeRequest) -> int:
@@ -128,8 +128,9 @@ def server_max_num_seqs(request: StepTimeRequest) -> int:
 
 def engine_concurrency(request: StepTimeRequest, share: int, end: constants.End = "slow") -> int:
     """Sequences one vLLM engine decodes at once: its whole ``share``, unless `vllm serve`'s default max_num_seqs
-    or the KV cache (``vllm_kv_cache_tokens``, each running sequence holding its prompt and part of its completion:
-    constants.KV_HELD_SHARE_OF_COMPLETION) holds fewer; then the share decodes in waves.
+    or the KV cache (``vllm_kv_cache_tokens``, each running sequence holding its share of its group's prompt, which
+    the prefix cache holds once, and part of its completion: constants.KV_HELD_SHARE_OF_COMPLETION) holds fewer;
+    then the share decodes in waves.
 
     >>> from skill.hardware.specs import HardwareSpec
     >>> from skill.models.shapes import SHAPES
@@ -144,7 +145,8 @@ def engine_concurrency(request: StepTimeRequest, share: int, end: constants.End 
     if request.generation == "vllm_server":
         limit = min(limit, server_max_num_seqs(request))
     if request.vllm_kv_cache_tokens is not None:
-        held = request.prompt_tokens + constants.KV_HELD_SHARE_OF_COMPLETION.at(end) * mean_completion(request)
+        prompt = request.prompt_tokens / request.group_size
+        held = prompt + constants.KV_HELD_SHARE_OF_COMPLETION.at(end) * mean_completion(request)
         limit = min(limit, int(request.vllm_kv_cache_tokens // held))
     return max(1, limit)
 
@@ -179,8 +181,8 @@ def waves_note(request: StepTimeRequest) -> str | None:
         why = f"`vllm serve`'s default max_num_seqs on a {request.hardware.gpu_model}"
     else:
         why = (
-            f"its KV cache of {request.vllm_kv_cache_tokens:,} tokens, each running sequence holding its prompt and "
-            "up to its whole completion; a larger vllm_gpu_memory_utilization holds more"
+            f"its KV cache of {request.vllm_kv_cache_tokens:,} tokens, each running sequence holding its share of "
+            "its group's prompt and up to its whole completion; a larger vllm_gpu_memory_utilization holds more"
         )
     return f"one vLLM engine decodes {held} of its {share} sequences at once ({why}): {share / held:.1f} waves"
 

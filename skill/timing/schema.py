@@ -63,6 +63,12 @@ class StepTimeRequest(BaseModel):
         "vllm_gpu_memory_utilization): an engine whose share of sequences needs more decodes them in waves. None: "
         "not limiting.",
     )
+    group_size: int = Field(
+        default=1,
+        gt=0,
+        description="Completions per prompt (num_generations): vLLM's prefix cache (on by default) holds a group's "
+        "prompt once.",
+    )
     vllm_sleep_mode: bool = False
     training_processes: int = Field(default=1, gt=0)
     sharding: Literal["none", "zero1", "zero2", "zero3", "fsdp"] = "none"
@@ -78,6 +84,14 @@ class StepTimeRequest(BaseModel):
             raise SkillError(
                 f"price_per_gpu_hour={self.price_per_gpu_hour} is negative.",
                 "Send the price of one GPU-hour (>= 0), or leave it out for no money figure.",
+            )
+        sequence = self.prompt_tokens + self.max_completion_length
+        if self.vllm_kv_cache_tokens is not None and self.vllm_kv_cache_tokens < sequence:
+            raise SkillError(
+                f"The vLLM engine's KV cache holds {self.vllm_kv_cache_tokens:,} tokens, fewer than one sequence's "
+                f"{sequence:,.0f}: vLLM would refuse to start, so no step time can be estimated.",
+                "Raise vllm_gpu_memory_utilization (or shorten max_completion_length) until the memory estimate "
+                "leaves the KV cache room for a sequence.",
             )
         if self.generation == "vllm_server" and self.vllm_server_gpus < 1:
             raise SkillError(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from skill.errors import SkillError
 from skill.hardware.layout import MEMORY_SHARDING
 from skill.memory.components import estimate_components
@@ -33,7 +35,7 @@ def colocated_kv_cache_tokens(recipe: Any) -> int | None:
     be estimated)."""
     try:
         return estimate_components(memory_request(recipe))[1].vllm_kv_cache_tokens
-    except SkillError:
+    except (SkillError, ValidationError):  # a setting the memory request refuses (its check says why elsewhere)
         return None
 
 
@@ -64,7 +66,10 @@ def step_time_request(
         old_logp_forward=bool(old_logps),
         activation_checkpointing=bool(trl.activation_checkpointing),
         generation=generation,
-        vllm_tensor_parallel_size=trl.vllm_tensor_parallel_size if mode == "colocate" else 1,
+        vllm_tensor_parallel_size=(
+            trl.vllm_tensor_parallel_size if mode == "colocate" else recipe.launch.vllm_tensor_parallel_size or 1
+        ),
+        group_size=trl.num_generations or 1,
         vllm_server_gpus=recipe.launch.vllm_server_gpus if generation == "vllm_server" else 0,
         vllm_kv_cache_tokens=colocated_kv_cache_tokens(recipe) if generation == "vllm_colocate" else None,
         vllm_sleep_mode=bool(trl.vllm_enable_sleep_mode),
