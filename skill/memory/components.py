@@ -234,7 +234,8 @@ def training_workspace_bytes(
 
 def vllm_bytes(request: MemoryRequest, compute_bytes: int) -> int:
     """Bytes a vLLM weight and a cached KV value take: TRL starts vLLM with dtype "auto", which on a GPU serves a
-    float32 checkpoint in half precision, whatever the trainer computes in; on a CPU, the trainer's."""
+    float32 checkpoint in float16 and a bfloat16 one in bfloat16 (vLLM 0.31, config/model.py), whatever the trainer
+    computes in; on a CPU, the trainer's."""
     return DTYPE_BYTES["bfloat16"] if request.hardware.accelerator == "gpu" else compute_bytes
 
 

@@ -1,8 +1,9 @@
 """The dtypes a GRPO step computes in, besides the one its weights load in.
 
 GPU recipes train under autocast (``bf16=True``, or ``fp16=True`` without bf16): matmuls, the activations
-they produce, the log-prob tile and transformers' KV cache are half precision whatever the load dtype, and
-vLLM serves in half precision (``dtype="auto"``) too. A full fine-tune keeps float32 master weights (the
+they produce, the log-prob tile and transformers' KV cache are half precision whatever the load dtype. vLLM
+serves in half precision on a GPU with or without autocast (TRL starts it with ``dtype="auto"``, which serves a
+float32 checkpoint in float16: ``components.vllm_bytes``). A full fine-tune keeps float32 master weights (the
 recipe's ``model_init_kwargs.dtype``): its weights, gradients and AdamW states are float32 (``components``
 reads those from the load dtype) and autocast adds a half-precision copy of every matmul weight: cached
 while the forward runs and kept by autograd for backward (measured on CPU: 8 x 4096^2 float32 Linear
@@ -44,8 +45,8 @@ def mixed_precision(request: MemoryRequest) -> bool:
 
 
 def compute_dtype(request: MemoryRequest, weights: str) -> str:
-    """The dtype of activations, caches and vLLM: half precision under autocast (bf16, fp16 on GPUs without
-    it), else the weights' own.
+    """The dtype of activations and transformers' caches: half precision under autocast (bf16, fp16 on GPUs
+    without it), else the weights' own.
 
     >>> from skill.hardware.specs import HardwareSpec
     >>> compute_dtype(MemoryRequest(hardware=HardwareSpec(gpu_model="H100")), "float32")
