@@ -1,9 +1,13 @@
-"""Measure the peak GPU memory of real GRPO steps and print it next to estimate_memory's answer.
+"""Measure the peak GPU memory and the time of real GRPO steps and print them next to the estimates.
 
-What is measured, each configuration in a process of its own: ``torch.cuda.max_memory_reserved()`` over one
-GRPOTrainer step (generation with transformers, no vLLM, then the optimizer step) plus the CUDA context, measured
-once as the device memory in use after CUDA initialises, less what the caching allocator reserved. What is estimated:
-the same quantity, the estimator's peak with its modelled context replaced by the measured one.
+What is measured, each configuration in a process of its own, over STEPS GRPOTrainer steps (generation with
+transformers, no vLLM, then the optimizer step): per step its seconds, its generation's seconds and, on CUDA, the
+caching allocator's peaks (allocated and reserved) over two phases, each from a reset of the peak counters:
+generation and scoring (the reference's forward included), then the rest of the step (log-probs, backward,
+optimizer). The CUDA context is measured once as the device memory in use after CUDA initialises, less what the
+caching allocator reserved. What is estimated: the same quantities - the memory estimator's peak with its modelled
+context replaced by the measured one, its phase peaks, and the step-time estimate for the same step (the first step
+warms up kernels and the allocator, so the steady figure is the median of the steps after it).
 
 Models are random-init 0.5B-class (Qwen2.5-0.5B shape, Qwen-sized vocabulary) with the embedded
 SmolLM2 tokenizer (token ids need not cover the vocabulary). The prompts are the ``embedded:addition``
@@ -42,6 +46,7 @@ CONFIGURATIONS = [
     {"name": "lora-nockpt-b8", "method": "lora", "checkpointing": False, "batch": 8, "beta": 0.0, "dtype": "bfloat16"},
 ]
 COMPLETION = 256
+STEPS = 3  # the first warms up; the steady seconds per step are the median of the others
 
 
 def build_model(directory: Path, tokenizer_dir: Path, tiny: bool) -> None:
@@ -116,10 +121,14 @@ def weight_dtype(configuration: dict, device: str) -> str:
 
 
 def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path, rows: list[dict]) -> dict:
-    """One real GRPOTrainer step (max_steps=1) in this configuration; on CUDA, the allocator's peaks over it."""
+    """STEPS real GRPOTrainer steps in this configuration: per step its seconds and its generation's; on CUDA, the
+    allocator's peaks over each phase (see the module docstring)."""
+    import statistics
+
     import torch
     from datasets import Dataset
     from peft import LoraConfig
+    from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     def correct(prompts, completions, answer, **kwargs):
@@ -128,7 +137,7 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
     on_gpu = device == "cuda"
     args = GRPOConfig(
         output_dir=str(output_dir),
-        max_steps=1,
+        max_steps=STEPS,
         save_strategy="no",
         report_to="none",
         logging_steps=1,
@@ -148,6 +157,42 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
     trainer = GRPOTrainer(
         model=str(model_dir), reward_funcs=[correct], args=args, peft_config=peft, train_dataset=Dataset.from_list(rows)
     )
+    steps: list[dict] = []
+
+    def phase_end() -> dict:
+        """Seconds since the phase began and, on CUDA, the peaks over it; the counters start again."""
+        if not on_gpu:
+            return {}
+        torch.cuda.synchronize()
+        peaks = {
+            "allocated_bytes": torch.cuda.max_memory_allocated(),
+            "reserved_bytes": torch.cuda.max_memory_reserved(),
+        }
+        torch.cuda.reset_peak_memory_stats()
+        return peaks
+
+    class Steps(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            phase_end()  # what ran between steps (logging) is no phase of the next one
+            steps.append({"start": time.perf_counter()})
+
+        def on_step_end(self, args, state, control, **kwargs):
+            step = steps[-1]
+            step["training_peak"] = phase_end()
+            step["seconds"] = time.perf_counter() - step.pop("start")
+
+    generate = trainer._generate_and_score_completions  # TRL 1.16: a step's generation, rewards and reference
+
+    def timed_generate(inputs):
+        phase_end()
+        began = time.perf_counter()
+        generated = generate(inputs)
+        steps[-1]["generation_peak"] = phase_end()
+        steps[-1]["generation_seconds"] = time.perf_counter() - began
+        return generated
+
+    trainer._generate_and_score_completions = timed_generate
+    trainer.add_callback(Steps())
     result: dict = {}
     if on_gpu:
         torch.cuda.synchronize()
@@ -158,9 +203,21 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
     start = time.perf_counter()
     trainer.train()
     result.update(seconds=time.perf_counter() - start, steps=trainer.state.global_step, process=os.getpid())
+    steady = steps[1:] or steps
+    result["per_step"] = steps
+    result["steady_seconds_per_step"] = statistics.median(step["seconds"] for step in steady)
+    result["steady_generation_seconds"] = statistics.median(step["generation_seconds"] for step in steady)
+    lengths = [
+        entry["completions/mean_length"] for entry in trainer.state.log_history if "completions/mean_length" in entry
+    ]
+    result["completion_mean_tokens"] = statistics.mean(lengths) if lengths else None
     if on_gpu:
-        result["max_reserved_bytes"] = torch.cuda.max_memory_reserved()
-        result["max_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        for kind in ("allocated", "reserved"):
+            result[f"phase_max_{kind}_bytes"] = {
+                phase: max(step[f"{phase}_peak"][f"{kind}_bytes"] for step in steps)
+                for phase in ("generation", "training")
+            }
+            result[f"max_{kind}_bytes"] = max(result[f"phase_max_{kind}_bytes"].values())
     return result
 
 
@@ -182,18 +239,41 @@ def completion_length(device: str) -> int:
     return COMPLETION if device == "cuda" else 8
 
 
-def estimate(model_dir: Path, configuration: dict, prompt_length: int, device: str, capacity_gib: float) -> dict:
-    """estimate_memory's components for the same step, and its peak without the modelled CUDA context."""
-    from skill.hardware.specs import HardwareSpec
+def device_spec(device: str, capacity_gib: float) -> object:
+    """The HardwareSpec of this device: the GPU torch names (its throughput known when the table has it), or the CPU."""
+    from skill.hardware.specs import HardwareSpec, lookup_gpu
+
+    if device != "cuda":
+        return HardwareSpec(accelerator="cpu")
+    import torch
+
+    name = torch.cuda.get_device_name(0)
+    known = {"gpu_model": name} if lookup_gpu(name) else {}
+    return HardwareSpec(**known, memory_gib_per_gpu=capacity_gib, bf16=True)
+
+
+def estimate(
+    model_dir: Path,
+    configuration: dict,
+    prompt_length: int,
+    device: str,
+    capacity_gib: float,
+    mean_completion: float | None = None,
+) -> dict:
+    """estimate_memory's components for the same step, its peak without the modelled CUDA context, its phase peaks,
+    and the step-time estimate (the completions' measured mean length, when the run logged one)."""
+    from skill.errors import SkillError
     from skill.memory.components import estimate_components
     from skill.memory.schema import GIB, MemoryRequest
     from skill.models.size import resolve_shape
+    from skill.timing.estimate import StepTimeRequest, estimate_step_time
 
     on_gpu = device == "cuda"
-    hardware = HardwareSpec(memory_gib_per_gpu=capacity_gib, bf16=True) if on_gpu else HardwareSpec(accelerator="cpu")
+    shape = resolve_shape(str(model_dir))
+    hardware = device_spec(device, capacity_gib)
     _, result = estimate_components(
         MemoryRequest(
-            shape=resolve_shape(str(model_dir)),
+            shape=shape,
             hardware=hardware,
             method=configuration["method"],
             dtype=weight_dtype(configuration, device),
@@ -207,31 +287,86 @@ def estimate(model_dir: Path, configuration: dict, prompt_length: int, device: s
             triton=on_gpu,
         )
     )
-    return {
+    estimated = {
         "peak_without_overhead_bytes": (result.peak_gib - result.components.overhead) * GIB,
         "peak_gib": result.peak_gib,
+        "peak_allocated_gib": result.peak_allocated_gib,
+        # Each phase's peak on the same footing as the measured phases (no context; the reserve modelled).
+        "phase_without_overhead_bytes": {
+            "generation": (result.peak_generate_gib - result.components.overhead) * GIB,
+            "training": (result.peak_train_gib - result.components.overhead) * GIB,
+        },
         "components_gib": result.components.model_dump(),
     }
+    budget = completion_length(device)
+    try:
+        step_time = estimate_step_time(
+            StepTimeRequest(
+                shape=shape,
+                hardware=hardware,
+                method=configuration["method"],
+                dtype="bfloat16" if on_gpu else "float32",
+                completions_per_step=configuration["batch"],
+                micro_batch=configuration["batch"],
+                prompt_tokens=prompt_length,
+                max_completion_length=budget,
+                mean_completion_tokens=min(mean_completion, budget) if mean_completion else None,
+                reference_forward=configuration["beta"] > 0,
+                activation_checkpointing=configuration["checkpointing"],
+                generation="transformers",
+                group_size=configuration["batch"],
+            )
+        )
+    except SkillError as error:  # a GPU whose throughput the table does not know: no time estimate, said why
+        estimated["seconds_per_step"] = None
+        estimated["time_unavailable"] = str(error)
+    else:
+        estimated.update(
+            seconds_per_step=step_time.seconds_per_step,
+            low_seconds_per_step=step_time.low_seconds_per_step,
+            high_seconds_per_step=step_time.high_seconds_per_step,
+            generation_s=step_time.generation_s,
+        )
+    return estimated
 
 
 def report(configuration: dict, measured: dict, estimated: dict, context: int, device: str) -> dict:
-    """One row: on CUDA, estimate vs measured (max_memory_reserved + CUDA context) and the relative error."""
+    """One row: on CUDA, estimate vs measured (max_memory_reserved + CUDA context) and the relative error, each
+    phase's reserved peak beside the estimate's; on both, the steady seconds per step beside the estimate's."""
     row = {"configuration": configuration, "measured": measured, "estimated": estimated}
     name = f"{configuration['name']:18s}"
     if device == "cuda":
         truth = measured["max_reserved_bytes"] + context
         guess = estimated["peak_without_overhead_bytes"] + context
         row["error"] = (guess - truth) / truth
+        phases = "  ".join(
+            f"{phase} {(measured['phase_max_reserved_bytes'][phase] + context) / 2**30:.2f}"
+            f" (est. {(estimated['phase_without_overhead_bytes'][phase] + context) / 2**30:.2f})"
+            for phase in ("generation", "training")
+        )
         print(
-            f"{name} measured {truth / 2**30:7.2f} GiB  estimated {guess / 2**30:7.2f} GiB  error {row['error']:+.1%}",
+            f"{name} measured {truth / 2**30:7.2f} GiB  estimated {guess / 2**30:7.2f} GiB  error {row['error']:+.1%}"
+            f"  reserved + context by phase, GiB: {phases}",
             flush=True,
         )
     else:
         print(
-            f"{name} {measured['steps']} step in {measured['seconds']:.1f} s; estimated "
+            f"{name} {measured['steps']} steps in {measured['seconds']:.1f} s; estimated "
             f"{estimated['peak_gib']:.3f} GiB (no CUDA statistics on CPU)",
             flush=True,
         )
+    steady = measured["steady_seconds_per_step"]
+    if estimated["seconds_per_step"]:
+        row["time_error"] = estimated["seconds_per_step"] / steady - 1
+        print(
+            f"{name} {steady:.2f} s/step (generation {measured['steady_generation_seconds']:.2f} s) measured; "
+            f"estimated {estimated['seconds_per_step']:.2f} s/step ({estimated['low_seconds_per_step']:.2f}-"
+            f"{estimated['high_seconds_per_step']:.2f}; generation {estimated['generation_s']:.2f} s), "
+            f"error {row['time_error']:+.1%}",
+            flush=True,
+        )
+    else:
+        print(f"{name} {steady:.2f} s/step measured; no time estimate: {estimated['time_unavailable']}", flush=True)
     return row
 
 
@@ -273,7 +408,9 @@ def main() -> int:
         if args.only and configuration["name"] not in args.only:
             continue
         measured = measure_alone(args, configuration)
-        estimated = estimate(model_dir, configuration, longest, args.device, capacity_gib)
+        estimated = estimate(
+            model_dir, configuration, longest, args.device, capacity_gib, measured["completion_mean_tokens"]
+        )
         results.append(report(configuration, measured, estimated, context, args.device))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     summary = {
@@ -282,6 +419,7 @@ def main() -> int:
         "checkpointing_field": checkpointing_field(),
         "prompt_tokens": longest,
         "completion_tokens": completion_length(args.device),
+        "steps": STEPS,
         "cuda_context_bytes": context,
         "rows": results,
     }

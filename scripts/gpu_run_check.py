@@ -75,13 +75,11 @@ def device_hardware(device: str) -> dict:
         .stdout.splitlines()[0]
         .strip()
     )
-    from skill.hardware.specs import KNOWN_GPUS
+    from skill.hardware.specs import lookup_gpu
 
-    compact = "".join(character for character in name.lower() if character.isalnum())  # the table's key form
-    known = next((key for key in sorted(KNOWN_GPUS, key=len, reverse=True) if key in compact), None)
-    if known is None:
+    if lookup_gpu(name) is None:
         raise SystemExit(f"nvidia-smi names {name!r}, which the GPU table does not know: add it to skill/hardware")
-    return {"gpu_model": known}
+    return {"gpu_model": name}
 
 
 def peak_poller(pid_of, device: str) -> tuple[threading.Event, list[float]]:

@@ -10,6 +10,7 @@ container's cgroup memory limit when smaller, unless given.
 from __future__ import annotations
 
 import os
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -63,7 +64,6 @@ KNOWN_GPUS: dict[str, GPUModel] = {
     ),
     "h100": _H100,
     "h10080gb": _H100,
-    "h100sxm": _H100,
     "h100pcie": GPUModel(name="H100 PCIe", memory_gib=_mib(81559), bf16=True, source=MODAL + "; PCIe assumed equal"),
     "h100nvl": GPUModel(
         name="H100 NVL",
@@ -176,12 +176,15 @@ def machine_ram_gib(limit_paths: tuple[str, ...] = CGROUP_MEMORY_LIMITS) -> floa
 
 
 def normalise_gpu_name(name: str) -> str:
-    """Lower-case a GPU name and drop spaces, dashes, underscores and vendor prefixes.
+    """Lower-case a GPU name and drop spaces, dashes, underscores, vendor prefixes and the SXM form factor and HBM
+    generation torch's device names carry (an SXM card is the entry without a suffix; PCIe and NVL stay apart).
 
-    >>> normalise_gpu_name("NVIDIA A100-80GB")
-    'a10080gb'
+    >>> normalise_gpu_name("NVIDIA A100-80GB"), normalise_gpu_name("NVIDIA A100-SXM4-80GB")
+    ('a10080gb', 'a10080gb')
+    >>> normalise_gpu_name("NVIDIA H100 80GB HBM3"), normalise_gpu_name("H100 SXM"), normalise_gpu_name("H100 PCIe")
+    ('h10080gb', 'h100', 'h100pcie')
     """
-    key = name.lower()
+    key = re.sub(r"sxm\d?|hbm\d?e?", "", name.lower())
     for prefix in ("nvidia", "geforce", "tesla"):
         key = key.replace(prefix, "")
     return "".join(ch for ch in key if ch.isalnum())

@@ -58,7 +58,6 @@ _V100 = _gpu("V100", 125.0, 0.9, V100)
 THROUGHPUT: dict[str, GPUThroughput] = {
     "h100": _H100,
     "h10080gb": _H100,
-    "h100sxm": _H100,
     "h100pcie": _gpu("H100 PCIe", 756.5, 2.0, H100_PCIE),
     "h100nvl": _gpu("H100 NVL", 835.5, 3.9, H100_NVL),
     "h200": _gpu("H200", 989.5, 4.8, H200),

@@ -71,9 +71,17 @@ def test_the_device_check_runs_end_to_end_on_cpu_under_the_target_transformers(t
     assert len(rows) >= 6
     log = (out / "gpu_memory.log").read_text()
     for row in rows:
-        assert row["measured"]["steps"] == 1, row["configuration"]["name"]  # a real optimizer step ran
+        name, measured = row["configuration"]["name"], row["measured"]
+        assert measured["steps"] == 3, name  # real optimizer steps ran
         assert row["estimated"]["peak_gib"] > 0
-        assert f"{row['configuration']['name']:18s} 1 step in" in log
+        assert f"{name:18s} 3 steps in" in log
+        # Each step timed, its generation inside it; the steady figure beside the step-time estimate.
+        assert len(measured["per_step"]) == 3
+        for step in measured["per_step"]:
+            assert 0 < step["generation_seconds"] < step["seconds"], (name, step)
+        assert measured["steady_seconds_per_step"] > 0 and 0 < measured["completion_mean_tokens"] <= 8  # tiny: budget 8
+        assert row["estimated"]["seconds_per_step"] > 0 and "time_error" in row
+        assert f"{name:18s} {measured['steady_seconds_per_step']:.2f} s/step" in log
     # Each configuration in a process of its own: in one, a step's reserve began with what the steps before it held.
     assert len({row["measured"]["process"] for row in rows}) == len(rows)
     methods = {row["configuration"]["method"] for row in rows}
