@@ -102,6 +102,9 @@ SLEEP_WAKE_S_PER_GB = 0.078
 # Achieved share of a link's bandwidth by NCCL broadcasts of per-tensor weight updates (TRL sends one tensor at a
 # time): stated estimate, not measured here.
 LINK_UTILISATION = 0.5
+# What ZeRO-3 / FSDP all-gathers and reduce-scatters (large, bucketed) reach of a link: at most its datasheet bandwidth
+# (fast end), at least the share per-tensor broadcasts reach (slow end).
+SHARDED_COLLECTIVE_LINK_SHARE = Span(1.0, LINK_UTILISATION, "ZeRO-3/FSDP collectives at 50-100% of the link")
 
 # --- Fixed costs of a run (stated estimates; amortised over the planned steps) ---------------------------------
 PROCESS_START_S = 30.0  # Python, torch, transformers and TRL imported, data loaded, trainer built

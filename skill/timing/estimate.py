@@ -22,7 +22,12 @@ from skill.timing.generation import (
     waves_note,
 )
 from skill.timing.schema import StepTimeEstimate, StepTimeRequest
-from skill.timing.training import cpu_training_seconds, gpu_training_seconds
+from skill.timing.training import (
+    collectives_bound,
+    cpu_training_seconds,
+    gpu_training_seconds,
+    sharded_collective_seconds,
+)
 
 __all__ = [
     "StepTimeEstimate",
@@ -70,7 +75,7 @@ def _weight_sync_seconds(
     if request.sharding in ("zero3", "fsdp"):
         world = request.training_processes
         seconds += weights * (world - 1) / max(world, 1) / link
-        notes.append("ZeRO-3/FSDP: the sharded weights are gathered before each sync; training gathers overlap")
+        notes.append("ZeRO-3/FSDP: the sharded weights are gathered before each sync")
     if request.generation == "vllm_server":
         seconds += weights / link
         notes.append("server mode: weights broadcast over NCCL each step at half the link's bandwidth")
@@ -97,9 +102,11 @@ def _fixed_seconds(request: StepTimeRequest, generate_one_evaluation: float) -> 
     return seconds
 
 
-def _uncertainty(request: StepTimeRequest, part: str) -> str:
+def _uncertainty(request: StepTimeRequest, part: str, gpu: GPUThroughput | None) -> str:
     """The spanned constants behind the part whose two ends lie furthest apart."""
     if part == "training":
+        if gpu is not None and collectives_bound(request, gpu):
+            return constants.SHARDED_COLLECTIVE_LINK_SHARE.what
         return (constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU).what
     if part == "sync":
         return f"sync at {constants.DECODE_BANDWIDTH_UTILISATION.what}"
@@ -124,10 +131,22 @@ def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[st
     notes = [lengths]
     waves = waves_note(request) if gpu is not None else None
     notes += [waves] if waves else []
+    if gpu is not None and request.sharding in ("zero3", "fsdp") and request.training_processes > 1:
+        bound = collectives_bound(request, gpu)
+        notes.append(
+            f"ZeRO-3/FSDP: each micro-batch gathers the weights for its forward and backward "
+            f"({sharded_collective_seconds(request):.2f} s at the slow end, "
+            + (
+                "over InfiniBand across nodes"
+                if request.training_processes > request.hardware.gpus_per_node
+                else "over NVLink"
+            )
+            + ("): longer than its matmuls, so training waits on them" if bound else "), hidden behind its matmuls")
+        )
     if gpu is not None:
         notes.append(
             f"{gpu.name}: {gpu.peak_tflops:g} TFLOP/s dense, {gpu.hbm_tb_per_s:g} TB/s ({gpu.source}); "
-            f"{_uncertainty(request, 'training')}, {constants.DECODE_BANDWIDTH_UTILISATION.what} (a published "
+            f"{_uncertainty(request, 'training', None)}, {constants.DECODE_BANDWIDTH_UTILISATION.what} (a published "
             "figure at each end; the point is the range's geometric middle); nothing here was measured on a GPU"
         )
     else:
@@ -196,7 +215,7 @@ def estimate_step_time(request: StepTimeRequest) -> StepTimeEstimate:
         low_seconds_per_step=round(low, 3),
         high_seconds_per_step=round(high, 3),
         largest_part=f"{largest} {middle[largest] / per_step:.0%}",
-        largest_uncertainty=_uncertainty(request, uncertain) if high > low else "",
+        largest_uncertainty=_uncertainty(request, uncertain, gpu) if high > low else "",
         completions_per_step=request.completions_per_step,
         evaluation_s=round(one_evaluation, 3) if request.evaluation_completions else 0.0,
         evaluations=evaluation_count(steps or 0, request.evaluation_every) if request.evaluation_completions else 0,

@@ -14,13 +14,18 @@ Rules (per token; N = the parameters a token multiplies by, ``generation.matmul_
 TRL pads each micro-batch to its longest completion, so a padded step trains on that length for every row.
 The optimizer step of a full fine-tune is a memory-bound sweep over the parameters a GPU holds (ZeRO and FSDP shard
 them over the training processes); a LoRA adapter's is negligible.
+ZeRO-3 and FSDP gather the weights for every forward and backward of every micro-batch and reduce-scatter a full
+fine-tune's gradients; prefetching overlaps that with the matmuls, so a micro-batch takes the longer of the two.
 
-May import: ``timing.schema``, ``timing.constants``, ``timing.generation``, ``hardware``.
+May import: ``timing.schema``, ``timing.constants``, ``timing.generation``, ``hardware``, ``models.shapes``.
 """
 
 from __future__ import annotations
 
+import math
+
 from skill.hardware.throughput import GPUThroughput
+from skill.models.shapes import DTYPE_BYTES
 from skill.timing import constants
 from skill.timing.generation import longest_of, matmul_parameters, mean_completion
 from skill.timing.schema import StepTimeRequest
@@ -76,12 +81,54 @@ def optimizer_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constan
     return swept / (gpu.hbm_tb_per_s * 1e12 * constants.DECODE_BANDWIDTH_UTILISATION.at(end))
 
 
-def gpu_training_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
-    """Seconds on the training GPUs at TRAINING_MFU's (a mixture of experts: MOE_TRAINING_MFU's) fast or slow end,
-    and the optimizer step."""
+def micro_batches(request: StepTimeRequest) -> int:
+    """Training micro-batches one GPU runs per optimizer step."""
+    return math.ceil(request.completions_per_step / (request.training_processes * request.micro_batch))
+
+
+def sharded_collective_seconds(request: StepTimeRequest, end: constants.End = "slow") -> float:
+    """Seconds one micro-batch's ZeRO-3 / FSDP collectives take on a GPU: the weights all-gathered for the policy's
+    forward and its backward and for each extra forward (reference, old log-probs), and a full fine-tune's gradients
+    reduce-scattered, each moving (W-1)/W of the model in the compute dtype over the slowest link the training
+    processes span (NVLink within a node, a GPU's InfiniBand link across nodes), at SHARDED_COLLECTIVE_LINK_SHARE of
+    its bandwidth. Zero for ZeRO-1/2 and DDP, which keep the weights whole.
+
+    >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.models.shapes import SHAPES
+    >>> request = StepTimeRequest(shape=SHAPES["qwen2.5-7b"].shape, completions_per_step=64, prompt_tokens=100,
+    ...     max_completion_length=256, hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2),
+    ...     training_processes=16, sharding="zero3")  # 3 passes of 7.6B x 2 bytes x 15/16 over 25 GB/s
+    >>> round(sharded_collective_seconds(request), 2), round(sharded_collective_seconds(request.model_copy(
+    ...     update={"training_processes": 8})), 2)  # within a node: NVLink
+    (1.71, 0.18)
+    """
+    world = request.training_processes
+    if request.sharding not in ("zero3", "fsdp") or world < 2:
+        return 0.0
+    passes = 2 + request.reference_forward + request.old_logp_forward + (request.method == "full")
+    moved = passes * request.shape.parameters() * DTYPE_BYTES[request.dtype] * (world - 1) / world
+    across = world > request.hardware.gpus_per_node
+    link = constants.INTER_NODE_BYTES_PER_S if across else constants.NVLINK_BYTES_PER_S
+    return moved / (link * constants.SHARDED_COLLECTIVE_LINK_SHARE.at(end))
+
+
+def matmul_seconds_per_micro_batch(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
+    """One micro-batch's model FLOPs at TRAINING_MFU's (a mixture of experts: MOE_TRAINING_MFU's) fast or slow end."""
     mfu = constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU
     rate = request.training_processes * gpu.peak_tflops * 1e12 * mfu.at(end)
-    return training_flops(request) / rate + optimizer_seconds(request, gpu, end)
+    return training_flops(request) / rate / micro_batches(request)
+
+
+def collectives_bound(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> bool:
+    """Whether a micro-batch waits on its ZeRO-3 / FSDP collectives rather than its matmuls."""
+    return sharded_collective_seconds(request, end) > matmul_seconds_per_micro_batch(request, gpu, end)
+
+
+def gpu_training_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
+    """Seconds on the training GPUs: each micro-batch its matmuls or, when they take longer, its ZeRO-3 / FSDP
+    collectives; then the optimizer step."""
+    per_micro_batch = max(matmul_seconds_per_micro_batch(request, gpu, end), sharded_collective_seconds(request, end))
+    return micro_batches(request) * per_micro_batch + optimizer_seconds(request, gpu, end)
 
 
 def cpu_training_seconds(request: StepTimeRequest) -> float:
