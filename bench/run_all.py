@@ -477,15 +477,15 @@ def gpu_check_lines() -> list[str]:
     memory = json.loads(runs[-1].read_text())
     gpu = (folder / "gpu.txt").read_text().splitlines()[1].split(",")[0]
     steps = memory.get("steps", 1)  # checks before 2026-12-07 ran one step and no phases
-    phased = all("phase_max_reserved_bytes" in row["measured"] for row in memory["rows"])
+    phased = all("phase_allocated_peak_bytes" in row["measured"] for row in memory["rows"])
     lines = [
         f"GPU check of {folder.name} ({gpu}; {', '.join(f'{k} {v}' for k, v in memory['versions'].items())}): "
         f"{'one GRPOTrainer step' if steps == 1 else f'{steps} GRPOTrainer steps'} of a random-init Qwen2.5-0.5B "
         f"shape, {memory['prompt_tokens']}-token prompts, {memory['completion_tokens']}-token completions; measured "
         f"= `torch.cuda.max_memory_reserved` + CUDA context ({memory['cuda_context_bytes'] / 2**30:.2f} GiB)"
         + (
-            "; reserved + context by phase (generation and scoring, then the rest of the step), each from a reset "
-            "of the peak counters, beside the estimate's phase peaks; s/step the median after the first step"
+            "; each phase's tensors (max_memory_allocated over generation and scoring, then over the rest of the "
+            "step) beside the estimate's; s/step the median after the first step"
             if phased
             else ""
         )
@@ -494,7 +494,7 @@ def gpu_check_lines() -> list[str]:
     ]
     columns = ["configuration", "measured", "allocated peak", "estimated", "error"]
     if phased:
-        columns += ["generation reserved (est.)", "training reserved (est.)", "s/step (est.)", "time error"]
+        columns += ["generation tensors (est.)", "training tensors (est.)", "s/step (est.)", "time error"]
     lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     context = memory["cuda_context_bytes"]
     for row in memory["rows"]:
@@ -506,11 +506,10 @@ def gpu_check_lines() -> list[str]:
         cells.append(f"{row['error']:+.1%}")
         if phased:
             for phase in ("generation", "training"):
-                peak = measured["phase_max_reserved_bytes"][phase] + context
-                modelled = estimated["phase_without_overhead_bytes"][phase] + context
-                cells.append(f"{peak / 2**30:.2f} ({modelled / 2**30:.2f}) GiB")
+                peak = measured["phase_allocated_peak_bytes"][phase] / 2**30
+                cells.append(f"{peak:.2f} ({estimated['phase_tensor_bytes'][phase] / 2**30:.2f}) GiB")
             seconds = estimated.get("seconds_per_step")
-            cells.append(f"{measured['steady_seconds_per_step']:.2f} ({seconds if seconds else '-'})")
+            cells.append(f"{measured['steady_seconds_per_step']:.2f} ({f'{seconds:.2f}' if seconds else '-'})")
             cells.append(f"{row['time_error']:+.1%}" if "time_error" in row else "-")
         lines.append("| " + " | ".join(cells) + " |")
     if any("process" not in row["measured"] for row in memory["rows"]):  # checks before each row had its own

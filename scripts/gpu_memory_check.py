@@ -1,13 +1,18 @@
 """Measure the peak GPU memory and the time of real GRPO steps and print them next to the estimates.
 
 What is measured, each configuration in a process of its own, over STEPS GRPOTrainer steps (generation with
-transformers, no vLLM, then the optimizer step): per step its seconds, its generation's seconds and, on CUDA, the
-caching allocator's peaks (allocated and reserved) over two phases, each from a reset of the peak counters:
-generation and scoring (the reference's forward included), then the rest of the step (log-probs, backward,
-optimizer). The CUDA context is measured once as the device memory in use after CUDA initialises, less what the
-caching allocator reserved. What is estimated: the same quantities - the memory estimator's peak with its modelled
-context replaced by the measured one, its phase peaks, and the step-time estimate for the same step (the first step
-warms up kernels and the allocator, so the steady figure is the median of the steps after it).
+transformers, no vLLM, then the optimizer step): per step its seconds, its generation's seconds and, on CUDA, two
+phases - generation and scoring, then the rest of the step (log-probs, backward, optimizer) - each with the peak of
+the tensors alive (max_memory_allocated from a reset of the counters at the phase's start) and the allocator's pool
+at its end (max_memory_reserved: nothing here empties the cache, so the pool only grows and each phase's figure
+includes what the phases before it left). The measured figure is the pool's peak plus the CUDA context, measured
+once as the device memory in use after CUDA initialises, less what the caching allocator reserved.
+
+What is estimated: the memory estimator's peak with its modelled context replaced by the measured one, each phase's
+tensors (the estimator's phase peak without context and reserve: no vLLM here, so that is exact), and the step-time
+estimate for the same step. The first step warms up kernels and the allocator and creates the AdamW state, so the
+steady time is the median of the steps after it. Scope: TRL runs the reference model's forward (beta > 0) inside
+generation and scoring, which the estimator counts with training.
 
 Models are random-init 0.5B-class (Qwen2.5-0.5B shape, Qwen-sized vocabulary) with the embedded
 SmolLM2 tokenizer (token ids need not cover the vocabulary). The prompts are the ``embedded:addition``
@@ -162,12 +167,13 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
     steps: list[dict] = []
 
     def phase_end() -> dict:
-        """Seconds since the phase began and, on CUDA, the peaks over it; the counters start again."""
+        """On CUDA, the tensors' peak since the phase began and the allocator's pool by its end; the counters start
+        again (the pool's from where it stands)."""
         if not on_gpu:
             return {}
         torch.cuda.synchronize()
         peaks = {
-            "allocated_bytes": torch.cuda.max_memory_allocated(),
+            "allocated_peak_bytes": torch.cuda.max_memory_allocated(),
             "reserved_bytes": torch.cuda.max_memory_reserved(),
         }
         torch.cuda.reset_peak_memory_stats()
@@ -212,14 +218,16 @@ def run_step(model_dir: Path, configuration: dict, device: str, output_dir: Path
     lengths = [
         entry["completions/mean_length"] for entry in trainer.state.log_history if "completions/mean_length" in entry
     ]
-    result["completion_mean_tokens"] = statistics.mean(lengths) if lengths else None
+    result["completion_mean_tokens"] = statistics.mean(lengths[1:] or lengths) if lengths else None  # the steady steps
     if on_gpu:
-        for kind in ("allocated", "reserved"):
-            result[f"phase_max_{kind}_bytes"] = {
-                phase: max(step[f"{phase}_peak"][f"{kind}_bytes"] for step in steps)
-                for phase in ("generation", "training")
-            }
-            result[f"max_{kind}_bytes"] = max(result[f"phase_max_{kind}_bytes"].values())
+        result["phase_allocated_peak_bytes"] = {
+            phase: max(step[f"{phase}_peak"]["allocated_peak_bytes"] for step in steps)
+            for phase in ("generation", "training")
+        }
+        result["max_allocated_bytes"] = max(result["phase_allocated_peak_bytes"].values())
+        result["max_reserved_bytes"] = max(
+            step[phase]["reserved_bytes"] for step in steps for phase in ("generation_peak", "training_peak")
+        )
     return result
 
 
@@ -266,13 +274,14 @@ def estimate(
     and the step-time estimate (the completions' measured mean length, when the run logged one)."""
     from skill.errors import SkillError
     from skill.memory.components import estimate_components
-    from skill.memory.schema import GIB, MemoryRequest
+    from skill.memory.schema import ALLOCATOR_SLACK, GIB, MemoryRequest
     from skill.models.size import resolve_shape
     from skill.timing.estimate import StepTimeRequest, estimate_step_time
 
     on_gpu = device == "cuda"
     shape = resolve_shape(str(model_dir))
     hardware = device_spec(device, capacity_gib)
+    reserve = ALLOCATOR_SLACK if on_gpu else 0.0
     _, result = estimate_components(
         MemoryRequest(
             shape=shape,
@@ -293,10 +302,10 @@ def estimate(
         "peak_without_overhead_bytes": (result.peak_gib - result.components.overhead) * GIB,
         "peak_gib": result.peak_gib,
         "peak_allocated_gib": result.peak_allocated_gib,
-        # Each phase's peak on the same footing as the measured phases (no context; the reserve modelled).
-        "phase_without_overhead_bytes": {
-            "generation": (result.peak_generate_gib - result.components.overhead) * GIB,
-            "training": (result.peak_train_gib - result.components.overhead) * GIB,
+        # Each phase's tensors: its peak less the context and the modelled reserve (without vLLM, exactly).
+        "phase_tensor_bytes": {
+            "generation": (result.peak_generate_gib - result.components.overhead) / (1 + reserve) * GIB,
+            "training": (result.peak_train_gib - result.components.overhead) / (1 + reserve) * GIB,
         },
         "components_gib": result.components.model_dump(),
     }
@@ -342,13 +351,13 @@ def report(configuration: dict, measured: dict, estimated: dict, context: int, d
         guess = estimated["peak_without_overhead_bytes"] + context
         row["error"] = (guess - truth) / truth
         phases = "  ".join(
-            f"{phase} {(measured['phase_max_reserved_bytes'][phase] + context) / 2**30:.2f}"
-            f" (est. {(estimated['phase_without_overhead_bytes'][phase] + context) / 2**30:.2f})"
+            f"{phase} {measured['phase_allocated_peak_bytes'][phase] / 2**30:.2f}"
+            f" (est. {estimated['phase_tensor_bytes'][phase] / 2**30:.2f})"
             for phase in ("generation", "training")
         )
         print(
             f"{name} measured {truth / 2**30:7.2f} GiB  estimated {guess / 2**30:7.2f} GiB  error {row['error']:+.1%}"
-            f"  reserved + context by phase, GiB: {phases}",
+            f"  tensors by phase, GiB: {phases}",
             flush=True,
         )
     else:

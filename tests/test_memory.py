@@ -398,6 +398,28 @@ def test_gpu_capacities_are_the_cards_reported_totals_with_sources():
     assert all(lookup_gpu(gpu.name) == gpu for gpu in KNOWN_GPUS.values())  # each display name is a valid key
 
 
+def test_the_names_torch_and_nvidia_smi_give_resolve_to_their_card():
+    """A device check or a run on the card looks it up by the name the driver gives: the SXM form factor and the
+    HBM generation in it are the table's plain entry; PCIe cards keep their own (slower links, other bandwidth)."""
+    from skill.hardware.specs import HardwareSpec, lookup_gpu
+    from skill.hardware.throughput import gpu_throughput
+
+    cards = {
+        "NVIDIA H100 80GB HBM3": ("H100 80GB", "H100 SXM"),
+        "NVIDIA A100-SXM4-80GB": ("A100 80GB", "A100 80GB"),
+        "NVIDIA A100-SXM4-40GB": ("A100 40GB", "A100 40GB"),
+        "NVIDIA A100 80GB PCIe": ("A100 80GB", "A100 80GB PCIe"),
+        "NVIDIA A100-PCIE-40GB": ("A100 40GB", "A100 40GB PCIe"),
+        "Tesla V100-SXM2-16GB": ("V100 16GB", "V100"),
+        "Tesla V100-PCIE-32GB": ("V100 32GB", "V100 PCIe"),
+        "NVIDIA H100 PCIe": ("H100 PCIe", "H100 PCIe"),
+        "Tesla T4": ("T4", "T4"),
+    }
+    for name, (card, throughput) in cards.items():
+        assert lookup_gpu(name).name == card, name
+        assert gpu_throughput(HardwareSpec(gpu_model=name)).name == throughput, name
+
+
 def test_defaults_follow_trl_and_every_assumption_is_printed():
     result = estimate(model="Qwen/Qwen2.5-7B-Instruct", method="full")
     text = result.summary()

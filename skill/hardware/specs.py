@@ -44,8 +44,10 @@ UNVERIFIED = "vendor's decimal GB converted; no published nvidia-smi total found
 SEEN_UNCITED = "nvidia-smi memory.total {mib}MiB, seen in public nvidia-smi printouts (no citable address found)"
 _H100 = GPUModel(name="H100 80GB", memory_gib=_mib(81559), bf16=True, source=MODAL)
 _A100_80 = GPUModel(name="A100 80GB", memory_gib=_mib(81920), bf16=True, source=MODAL)
+_A100_40 = GPUModel(name="A100 40GB", memory_gib=_mib(40960), bf16=True, source=MODAL)
 _A6000 = GPUModel(name="RTX A6000", memory_gib=_mib(49140), bf16=True, source=SEEN_UNCITED.format(mib=49140))
 _GH200 = GPUModel(name="GH200 96GB", memory_gib=_mib(97871), bf16=True, source=SEEN_UNCITED.format(mib=97871))
+_V100_16 = GPUModel(name="V100 16GB", memory_gib=_gib(16), bf16=False, source=UNVERIFIED)
 _V100_32 = GPUModel(name="V100 32GB", memory_gib=_mib(32768), bf16=False, source=SEEN_UNCITED.format(mib=32768))
 
 # Keys are normalised names (lower case, no spaces or dashes); several spellings map to one entry.
@@ -82,7 +84,9 @@ KNOWN_GPUS: dict[str, GPUModel] = {
     "gh20096gb": _GH200,
     "a10080gb": _A100_80,
     "a100": _A100_80,
-    "a10040gb": GPUModel(name="A100 40GB", memory_gib=_mib(40960), bf16=True, source=MODAL),
+    "a10040gb": _A100_40,
+    "a10080gbpcie": _A100_80,  # torch / nvidia-smi: "NVIDIA A100 80GB PCIe"; the same memory as the SXM card
+    "a100pcie40gb": _A100_40,  # "NVIDIA A100-PCIE-40GB"
     "l40s": GPUModel(name="L40S", memory_gib=_mib(46068), bf16=True, source=MODAL),
     "a6000": _A6000,
     "rtxa6000": _A6000,
@@ -115,8 +119,10 @@ KNOWN_GPUS: dict[str, GPUModel] = {
     ),
     "t4": GPUModel(name="T4", memory_gib=_mib(15360), bf16=False, source=MODAL),
     "v100": _V100_32,
-    "v10016gb": GPUModel(name="V100 16GB", memory_gib=_gib(16), bf16=False, source=UNVERIFIED),
+    "v10016gb": _V100_16,
     "v10032gb": _V100_32,
+    "v100pcie16gb": _V100_16,  # "Tesla V100-PCIE-16GB"
+    "v100pcie32gb": _V100_32,
 }
 
 # No single accelerator sold today has more memory than this; a larger figure is a typo.

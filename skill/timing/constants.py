@@ -85,10 +85,10 @@ VLLM_VERY_LARGE_GPU_GIB = 160
 KV_HELD_SHARE_OF_COMPLETION = Span(0.5, 1.0, "KV held per running sequence: prompt + 0.5-1 x its completion")
 
 # --- Links that move weights -----------------------------------------------------------------------------------
-# NVLink 4 (H100): 900 GB/s bidirectional per GPU, 450 GB/s each way (NVIDIA H100 datasheet). Used for every
-# same-node transfer (NCCL broadcast to a server on the node, ZeRO-3 all-gathers).
-NVLINK_BYTES_PER_S = 450e9
-# Between nodes: one 400 Gb/s InfiniBand NDR link per GPU (DGX H100 reference architecture) = 50 GB/s.
+# Within a node: the GPU table's link (skill.hardware.throughput, NVLink or PCIe by card). Between nodes: one
+# 400 Gb/s InfiniBand NDR link per GPU (DGX H100 reference architecture) = 50 GB/s. A point-to-point transfer (the
+# broadcast to a vLLM server on another node) has one such link; NCCL's all-gathers and reduce-scatters run one ring
+# per link, so together they reach the node's links, up to the in-node link.
 INTER_NODE_BYTES_PER_S = 50e9
 # vLLM sleep mode as TRL 1.16 drives it (trl/generation/vllm_generation.py): each step it wakes vLLM's weights before
 # the weight sync it makes anyway and the KV cache before generating, then sleeps at level 2, which discards both.
@@ -102,8 +102,8 @@ SLEEP_WAKE_S_PER_GB = 0.078
 # Achieved share of a link's bandwidth by NCCL broadcasts of per-tensor weight updates (TRL sends one tensor at a
 # time): stated estimate, not measured here.
 LINK_UTILISATION = 0.5
-# What ZeRO-3 / FSDP all-gathers and reduce-scatters (large, bucketed) reach of a link: at most its datasheet bandwidth
-# (fast end), at least the share per-tensor broadcasts reach (slow end).
+# What ZeRO-3 / FSDP all-gathers and reduce-scatters (large, bucketed) reach of their links: at most the datasheet
+# bandwidth (fast end), at least the share per-tensor broadcasts reach (slow end).
 SHARDED_COLLECTIVE_LINK_SHARE = Span(1.0, LINK_UTILISATION, "ZeRO-3/FSDP collectives at 50-100% of the link")
 
 # --- Fixed costs of a run (stated estimates; amortised over the planned steps) ---------------------------------

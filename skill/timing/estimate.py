@@ -23,6 +23,7 @@ from skill.timing.generation import (
 )
 from skill.timing.schema import StepTimeEstimate, StepTimeRequest
 from skill.timing.training import (
+    collective_bytes_per_s,
     collectives_bound,
     cpu_training_seconds,
     gpu_training_seconds,
@@ -70,14 +71,14 @@ def _weight_sync_seconds(
     weights = request.shape.parameters() * VLLM_BYTES
     seconds = weights / (gpu.hbm_tb_per_s * 1e12 * constants.DECODE_BANDWIDTH_UTILISATION.at(end))  # the load
     notes = []
-    link = constants.NVLINK_BYTES_PER_S if request.hardware.nodes == 1 else constants.INTER_NODE_BYTES_PER_S
-    link *= constants.LINK_UTILISATION
     if request.sharding in ("zero3", "fsdp"):
         world = request.training_processes
-        seconds += weights * (world - 1) / max(world, 1) / link
+        seconds += weights * (world - 1) / max(world, 1) / collective_bytes_per_s(request, gpu, end)
         notes.append("ZeRO-3/FSDP: the sharded weights are gathered before each sync")
     if request.generation == "vllm_server":
-        seconds += weights / link
+        # One trainer broadcasts to the server: one link, across nodes one InfiniBand link.
+        link = gpu.link_gb_per_s * 1e9 if request.hardware.nodes == 1 else constants.INTER_NODE_BYTES_PER_S
+        seconds += weights / (link * constants.LINK_UTILISATION)
         notes.append("server mode: weights broadcast over NCCL each step at half the link's bandwidth")
     if request.vllm_sleep_mode:
         seconds += sleep_mode_seconds_per_step(weights)
@@ -132,16 +133,13 @@ def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[st
     waves = waves_note(request) if gpu is not None else None
     notes += [waves] if waves else []
     if gpu is not None and request.sharding in ("zero3", "fsdp") and request.training_processes > 1:
-        bound = collectives_bound(request, gpu)
+        across = "the nodes' InfiniBand links" if request.training_processes > request.hardware.gpus_per_node else ""
+        wait = "longer than its matmuls, so training waits on them" if collectives_bound(request, gpu) else "hidden"
+        rate = collective_bytes_per_s(request, gpu) / 1e9
         notes.append(
-            f"ZeRO-3/FSDP: each micro-batch gathers the weights for its forward and backward "
-            f"({sharded_collective_seconds(request):.2f} s at the slow end, "
-            + (
-                "over InfiniBand across nodes"
-                if request.training_processes > request.hardware.gpus_per_node
-                else "over NVLink"
-            )
-            + ("): longer than its matmuls, so training waits on them" if bound else "), hidden behind its matmuls")
+            f"ZeRO-3/FSDP: each micro-batch gathers the weights for its forward and backward: "
+            f"{sharded_collective_seconds(request, gpu):.2f} s at {rate:.0f} GB/s "
+            f"({across or f'{gpu.name} links within the node'}, the slow end), {wait}"
         )
     if gpu is not None:
         notes.append(

@@ -14,8 +14,9 @@ Rules (per token; N = the parameters a token multiplies by, ``generation.matmul_
 TRL pads each micro-batch to its longest completion, so a padded step trains on that length for every row.
 The optimizer step of a full fine-tune is a memory-bound sweep over the parameters a GPU holds (ZeRO and FSDP shard
 them over the training processes); a LoRA adapter's is negligible.
-ZeRO-3 and FSDP gather the weights for every forward and backward of every micro-batch and reduce-scatter a full
-fine-tune's gradients; prefetching overlaps that with the matmuls, so a micro-batch takes the longer of the two.
+ZeRO-3 and FSDP gather the weights for every forward and backward of every micro-batch (ZeRO-3 also reduce-scatters
+a full fine-tune's gradients each micro-batch, FSDP once a step); prefetching overlaps the gathers with the matmuls,
+so a micro-batch takes the longer of the two.
 
 May import: ``timing.schema``, ``timing.constants``, ``timing.generation``, ``hardware``, ``models.shapes``.
 """
@@ -86,30 +87,51 @@ def micro_batches(request: StepTimeRequest) -> int:
     return math.ceil(request.completions_per_step / (request.training_processes * request.micro_batch))
 
 
-def sharded_collective_seconds(request: StepTimeRequest, end: constants.End = "slow") -> float:
+def collective_bytes_per_s(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
+    """What a GPU's ZeRO-3 / FSDP all-gathers and reduce-scatters move per second: its in-node link (the GPU table's)
+    or, when the training processes span nodes, the node's InfiniBand links together (one ring a link, one link a GPU)
+    up to that, at SHARDED_COLLECTIVE_LINK_SHARE of it."""
+    link = gpu.link_gb_per_s * 1e9
+    if request.training_processes > request.hardware.gpus_per_node:
+        link = min(link, request.hardware.gpus_per_node * constants.INTER_NODE_BYTES_PER_S)
+    return link * constants.SHARDED_COLLECTIVE_LINK_SHARE.at(end)
+
+
+def sharded_collective_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
     """Seconds one micro-batch's ZeRO-3 / FSDP collectives take on a GPU: the weights all-gathered for the policy's
-    forward and its backward and for each extra forward (reference, old log-probs), and a full fine-tune's gradients
-    reduce-scattered, each moving (W-1)/W of the model in the compute dtype over the slowest link the training
-    processes span (NVLink within a node, a GPU's InfiniBand link across nodes), at SHARDED_COLLECTIVE_LINK_SHARE of
-    its bandwidth. Zero for ZeRO-1/2 and DDP, which keep the weights whole.
+    forward and its backward and for each extra forward (reference, old log-probs), each moving (W-1)/W of the model
+    in the compute dtype, and under ZeRO-3 a full fine-tune's gradients reduce-scattered too (DeepSpeed reduces every
+    micro-batch; FSDP under the Trainer's no_sync reduces once a step, ``gradient_reduction_seconds``). Zero for
+    ZeRO-1/2 and DDP, which keep the weights whole.
 
     >>> from skill.hardware.specs import HardwareSpec
+    >>> from skill.hardware.throughput import gpu_throughput
     >>> from skill.models.shapes import SHAPES
     >>> request = StepTimeRequest(shape=SHAPES["qwen2.5-7b"].shape, completions_per_step=64, prompt_tokens=100,
-    ...     max_completion_length=256, hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8, nodes=2),
-    ...     training_processes=16, sharding="zero3")  # 3 passes of 7.6B x 2 bytes x 15/16 over 25 GB/s
-    >>> round(sharded_collective_seconds(request), 2), round(sharded_collective_seconds(request.model_copy(
-    ...     update={"training_processes": 8})), 2)  # within a node: NVLink
-    (1.71, 0.18)
+    ...     max_completion_length=256, hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8),
+    ...     training_processes=8, sharding="zero3")  # 3 passes of 7.6B x 2 bytes x 7/8 over half the link
+    >>> h100, l4 = gpu_throughput(request.hardware), gpu_throughput(HardwareSpec(gpu_model="L4"))
+    >>> round(sharded_collective_seconds(request, h100), 2), round(sharded_collective_seconds(request, l4), 2)
+    (0.18, 2.5)
     """
     world = request.training_processes
     if request.sharding not in ("zero3", "fsdp") or world < 2:
         return 0.0
-    passes = 2 + request.reference_forward + request.old_logp_forward + (request.method == "full")
+    passes = 2 + request.reference_forward + request.old_logp_forward
+    passes += request.sharding == "zero3" and request.method == "full"
     moved = passes * request.shape.parameters() * DTYPE_BYTES[request.dtype] * (world - 1) / world
-    across = world > request.hardware.gpus_per_node
-    link = constants.INTER_NODE_BYTES_PER_S if across else constants.NVLINK_BYTES_PER_S
-    return moved / (link * constants.SHARDED_COLLECTIVE_LINK_SHARE.at(end))
+    return moved / collective_bytes_per_s(request, gpu, end)
+
+
+def gradient_reduction_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
+    """FSDP's reduce-scatter of a full fine-tune's gradients, once an optimizer step (the Trainer accumulates the
+    other micro-batches under no_sync); the other shardings' reductions are in ``sharded_collective_seconds`` or
+    overlap the backward (DDP, ZeRO-1/2)."""
+    world = request.training_processes
+    if request.sharding != "fsdp" or request.method != "full" or world < 2:
+        return 0.0
+    moved = request.shape.parameters() * DTYPE_BYTES[request.dtype] * (world - 1) / world
+    return moved / collective_bytes_per_s(request, gpu, end)
 
 
 def matmul_seconds_per_micro_batch(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
@@ -121,14 +143,16 @@ def matmul_seconds_per_micro_batch(request: StepTimeRequest, gpu: GPUThroughput,
 
 def collectives_bound(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> bool:
     """Whether a micro-batch waits on its ZeRO-3 / FSDP collectives rather than its matmuls."""
-    return sharded_collective_seconds(request, end) > matmul_seconds_per_micro_batch(request, gpu, end)
+    return sharded_collective_seconds(request, gpu, end) > matmul_seconds_per_micro_batch(request, gpu, end)
 
 
 def gpu_training_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
     """Seconds on the training GPUs: each micro-batch its matmuls or, when they take longer, its ZeRO-3 / FSDP
-    collectives; then the optimizer step."""
-    per_micro_batch = max(matmul_seconds_per_micro_batch(request, gpu, end), sharded_collective_seconds(request, end))
-    return micro_batches(request) * per_micro_batch + optimizer_seconds(request, gpu, end)
+    collectives; then FSDP's gradient reduction and the optimizer step."""
+    collectives = sharded_collective_seconds(request, gpu, end)
+    per_micro_batch = max(matmul_seconds_per_micro_batch(request, gpu, end), collectives)
+    reduction = gradient_reduction_seconds(request, gpu, end)
+    return micro_batches(request) * per_micro_batch + reduction + optimizer_seconds(request, gpu, end)
 
 
 def cpu_training_seconds(request: StepTimeRequest) -> float:
