@@ -482,3 +482,26 @@ def test_405b_names_the_smallest_configuration_and_the_gpus_its_own_method_needs
             **{"shape": shape, "method": "full", **changes}, hardware=HardwareSpec(gpu_model="H100", **layout)
         )
         assert again.fits and again.peak_gib == pytest.approx(remedy.peak_gib), remedy.changes
+
+
+def test_fsdp2_holds_whole_gradients_while_it_accumulates():
+    """transformers' Trainer runs every micro-batch but the last under accelerate's no_sync, where FSDP2 keeps each
+    layer's gradient unsharded: with gradient accumulation each GPU holds the whole model's gradients in half
+    precision (7.6B x 2 bytes) until the last micro-batch reduce-scatters them; one micro-batch a step keeps them
+    sharded, and ZeRO-3 (DeepSpeed reduces every micro-batch) is unchanged."""
+    from skill.memory.components import estimate_components
+    from skill.recipe.deciding.memory_request import memory_request
+    from recipe_matrix import CONFIGURATIONS, emit
+
+    def gradients(**changes) -> float:
+        base = dict(model="Qwen/Qwen2.5-7B-Instruct", hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8))
+        request = MemoryRequest(**base, training_processes=8, dtype="bfloat16", **changes)
+        return estimate_components(request)[0].gradients
+
+    whole = 7_615_616_512 * 2 / 2**30
+    assert gradients(sharding="fsdp", gradient_accumulation_steps=4) == pytest.approx(whole)
+    assert gradients(sharding="fsdp", gradient_accumulation_steps=1) == pytest.approx(whole / 8)
+    assert gradients(sharding="zero3", gradient_accumulation_steps=4) == gradients(sharding="zero3")
+    configuration = next(c for c in CONFIGURATIONS if c.name == "full-8gpu-server-fsdp2")
+    recipe = emit(configuration)
+    assert memory_request(recipe).gradient_accumulation_steps == recipe.grpo.gradient_accumulation_steps

@@ -138,6 +138,11 @@ def precision_note(request: MemoryRequest, dtype: str) -> str:
             "Adam moments (12 B per trainable parameter) sharded"
         )
     if request.sharding == "fsdp":
+        if request.gradient_accumulation_steps > 1 and (request.training_processes or request.hardware.total_gpus) > 1:
+            return (
+                f"FSDP2: {dtype} weights and Adam states sharded, layers gathered in half precision; gradients whole "
+                "on each GPU between reductions (gradient accumulation under no_sync)"
+            )
         return f"FSDP2: {dtype} weights, gradients and Adam states sharded, layers gathered in half precision"
     mixed = compute_dtype(request, dtype) != dtype
     master = "float32 master weights" if mixed else f"{dtype} throughout" if dtype == "float32" else f"pure {dtype}"
@@ -195,8 +200,15 @@ def model_state_bytes(request: MemoryRequest, shape: ModelShape, dtype_bytes: in
         if request.sharding in ("zero3", "fsdp"):
             weights /= processes
             reference /= processes
-    state = ModelState(weights, gradients, optimizer, reference, trainable, buckets)
-    return _offloaded(request, shape, state, processes, half)
+    state = _offloaded(
+        request, shape, ModelState(weights, gradients, optimizer, reference, trainable, buckets), processes, half
+    )
+    if request.sharding == "fsdp" and request.gradient_accumulation_steps > 1 and processes > 1:
+        # transformers' Trainer runs the micro-batches before the last under accelerate's no_sync, which sets FSDP2's
+        # requires_gradient_sync to False: each layer keeps its unsharded gradient (in the parameters' compute dtype,
+        # accelerate's bf16 policy reducing in bf16 too) and adds to it until the last micro-batch reduce-scatters.
+        state = state._replace(gradients=trainable * half)
+    return state
 
 
 def _offloaded(

@@ -67,6 +67,13 @@ class MemoryRequest(BaseModel):
     )
     per_device_train_batch_size: int = Field(default=8, gt=0)
     steps_per_generation: int = Field(default=4, gt=0)
+    gradient_accumulation_steps: int = Field(
+        default=1,
+        gt=0,
+        description="Micro-batches per optimizer step. Under FSDP2, transformers' Trainer runs all but the last "
+        "without gradient sync (accelerate's no_sync), so each GPU holds the whole gradients, in half precision, "
+        "until the last one reduce-scatters them.",
+    )
     prompt_length: int = Field(default=512, gt=0, description="Longest prompt, in tokens.")
     completion_length: int = Field(default=256, gt=0, description="max_completion_length")
     padding_free: bool = Field(

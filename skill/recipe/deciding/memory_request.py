@@ -31,6 +31,7 @@ def memory_request(recipe: GRPORecipe, sharding: Sharding | None = None) -> Memo
         beta=trl.beta,
         per_device_train_batch_size=trl.per_device_train_batch_size,
         steps_per_generation=trl.steps_per_generation or trl.gradient_accumulation_steps,
+        gradient_accumulation_steps=trl.gradient_accumulation_steps,
         prompt_length=recipe.dataset.max_prompt_tokens,
         completion_length=trl.max_completion_length,
         activation_checkpointing=bool(trl.activation_checkpointing),
