@@ -489,9 +489,10 @@ def test_fsdp2_holds_whole_gradients_while_it_accumulates():
     layer's gradient unsharded: with gradient accumulation each GPU holds the whole model's gradients in half
     precision (7.6B x 2 bytes) until the last micro-batch reduce-scatters them; one micro-batch a step keeps them
     sharded, and ZeRO-3 (DeepSpeed reduces every micro-batch) is unchanged."""
+    from recipe_matrix import CONFIGURATIONS, emit
+
     from skill.memory.components import estimate_components
     from skill.recipe.deciding.memory_request import memory_request
-    from recipe_matrix import CONFIGURATIONS, emit
 
     def gradients(**changes) -> float:
         base = dict(model="Qwen/Qwen2.5-7B-Instruct", hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8))
@@ -505,3 +506,19 @@ def test_fsdp2_holds_whole_gradients_while_it_accumulates():
     configuration = next(c for c in CONFIGURATIONS if c.name == "full-8gpu-server-fsdp2")
     recipe = emit(configuration)
     assert memory_request(recipe).gradient_accumulation_steps == recipe.grpo.gradient_accumulation_steps
+    # Halving the micro-batch doubles the accumulation: under FSDP2 that brings the whole gradients in, which the
+    # remedy's own estimate counts (it would not help here).
+    from skill.memory.components import with_shape
+    from skill.memory.remedies import remedies
+
+    fsdp = with_shape(
+        MemoryRequest(
+            model="Qwen/Qwen2.5-7B-Instruct",
+            hardware=HardwareSpec(gpu_model="H100", gpus_per_node=8),
+            training_processes=8,
+            dtype="bfloat16",
+            sharding="fsdp",
+        )
+    )
+    smaller = next(remedy for remedy in remedies(fsdp) if remedy.name == "smaller_micro_batch")
+    assert smaller.peak_gib > estimate_components(fsdp)[1].peak_gib

@@ -70,6 +70,8 @@ def _training_candidates(request: MemoryRequest, on_gpu: bool) -> Iterator[Candi
             },
             per_device_train_batch_size=half,
             steps_per_generation=request.steps_per_generation * 2,
+            gradient_accumulation_steps=request.gradient_accumulation_steps
+            * (request.per_device_train_batch_size // half),
         )
     if request.method == "full" and request.beta > 0 and request.reference_placement == "colocated":
         # Ranked after the time-only changes and before those that change the numerics or the method: TRL 1.16's

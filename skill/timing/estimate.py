@@ -24,7 +24,9 @@ from skill.timing.generation import (
 from skill.timing.schema import StepTimeEstimate, StepTimeRequest
 from skill.timing.training import (
     collective_bytes_per_s,
+    collective_link_bytes_per_s,
     collectives_bound,
+    collectives_cross_nodes,
     cpu_training_seconds,
     gpu_training_seconds,
     sharded_collective_seconds,
@@ -73,7 +75,9 @@ def _weight_sync_seconds(
     notes = []
     if request.sharding in ("zero3", "fsdp"):
         world = request.training_processes
-        seconds += weights * (world - 1) / max(world, 1) / collective_bytes_per_s(request, gpu, end)
+        # TRL gathers one parameter at a time for the sync: the per-tensor share of the link, not the bucketed one
+        link = collective_link_bytes_per_s(request, gpu) * constants.LINK_UTILISATION
+        seconds += weights * (world - 1) / max(world, 1) / link
         notes.append("ZeRO-3/FSDP: the sharded weights are gathered before each sync")
     if request.generation == "vllm_server":
         # One trainer broadcasts to the server: one link, across nodes one InfiniBand link.
@@ -133,7 +137,10 @@ def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[st
     waves = waves_note(request) if gpu is not None else None
     notes += [waves] if waves else []
     if gpu is not None and request.sharding in ("zero3", "fsdp") and request.training_processes > 1:
-        across = "the nodes' InfiniBand links" if request.training_processes > request.hardware.gpus_per_node else ""
+        infiniband = (
+            collectives_cross_nodes(request) and collective_link_bytes_per_s(request, gpu) < gpu.link_gb_per_s * 1e9
+        )
+        across = "the nodes' InfiniBand links" if infiniband else ""
         wait = "longer than its matmuls, so training waits on them" if collectives_bound(request, gpu) else "hidden"
         rate = collective_bytes_per_s(request, gpu) / 1e9
         notes.append(

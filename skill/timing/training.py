@@ -87,14 +87,24 @@ def micro_batches(request: StepTimeRequest) -> int:
     return math.ceil(request.completions_per_step / (request.training_processes * request.micro_batch))
 
 
-def collective_bytes_per_s(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
-    """What a GPU's ZeRO-3 / FSDP all-gathers and reduce-scatters move per second: its in-node link (the GPU table's)
-    or, when the training processes span nodes, the node's InfiniBand links together (one ring a link, one link a GPU)
-    up to that, at SHARDED_COLLECTIVE_LINK_SHARE of it."""
+def collectives_cross_nodes(request: StepTimeRequest) -> bool:
+    """Whether the training processes span nodes (more of them than a node has GPUs, on several nodes)."""
+    return request.hardware.nodes > 1 and request.training_processes > request.hardware.gpus_per_node
+
+
+def collective_link_bytes_per_s(request: StepTimeRequest, gpu: GPUThroughput) -> float:
+    """The link a GPU's ZeRO-3 / FSDP all-gathers and reduce-scatters run over: its in-node link (the GPU table's)
+    or, when the training processes span nodes, the node's InfiniBand links together (one ring a link, one link a
+    GPU: the DGX reference design), up to that."""
     link = gpu.link_gb_per_s * 1e9
-    if request.training_processes > request.hardware.gpus_per_node:
+    if collectives_cross_nodes(request):
         link = min(link, request.hardware.gpus_per_node * constants.INTER_NODE_BYTES_PER_S)
-    return link * constants.SHARDED_COLLECTIVE_LINK_SHARE.at(end)
+    return link
+
+
+def collective_bytes_per_s(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
+    """What bucketed ZeRO-3 / FSDP collectives move per second: SHARDED_COLLECTIVE_LINK_SHARE of their link."""
+    return collective_link_bytes_per_s(request, gpu) * constants.SHARDED_COLLECTIVE_LINK_SHARE.at(end)
 
 
 def sharded_collective_seconds(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
