@@ -30,7 +30,8 @@ TOOLS_LIST_CHARACTERS = 25_000
 schemas were published this way; 24,988 on 2026-12-03; 29,386 once the dataset contract, a sampling engine, the
 blind labels, sharding, rehearsal, a mixture of experts' shape and host RAM had joined (2026-12-06); 24,848 once
 rarely sent options collapsed to pointers (``COLLAPSED_DEFINITIONS``) and copies of a definition named only its
-required fields (2026-12-06, with the symptom and variant enums)."""
+required fields (2026-12-06, with the symptom and variant enums); 24,988 with gradient_accumulation_steps for
+FSDP2's memory and shorter default notes (2026-12-07)."""
 FULL_CONTRACTS = {
     "GRPORecipe": "grpo://schemas/grpo_recipe.json",
     "MemoryEstimate": "grpo://schemas/memory_estimate.json",

@@ -231,7 +231,7 @@ class HardwareSpec(BaseModel):
     host_memory_gib_per_node: float | None = Field(
         default=None,
         gt=0,
-        description="Host RAM per node in GiB; when sent, the memory verdict counts loading and offload.",
+        description="Host RAM per node, GiB; when sent, the verdict counts loading and offload.",
     )
 
     @model_validator(mode="after")

@@ -70,9 +70,7 @@ class MemoryRequest(BaseModel):
     gradient_accumulation_steps: int = Field(
         default=1,
         gt=0,
-        description="Micro-batches per optimizer step. Under FSDP2, transformers' Trainer runs all but the last "
-        "without gradient sync (accelerate's no_sync), so each GPU holds the whole gradients, in half precision, "
-        "until the last one reduce-scatters them.",
+        description="Micro-batches per optimizer step; above 1, FSDP2 holds whole gradients until the last.",
     )
     prompt_length: int = Field(default=512, gt=0, description="Longest prompt, in tokens.")
     completion_length: int = Field(default=256, gt=0, description="max_completion_length")
@@ -82,7 +80,7 @@ class MemoryRequest(BaseModel):
         "`mean_sequence_length` tokens per sequence instead of the longest, and no attention mask.",
     )
     mean_sequence_length: int | None = Field(
-        default=None, gt=0, description="Mean prompt + completion tokens (padding-free batches); default: the longest."
+        default=None, gt=0, description="Padding-free: mean prompt + completion tokens (default: the longest)."
     )
     logits: Literal["chunked", "full"] = Field(
         default="chunked",
@@ -104,7 +102,7 @@ class MemoryRequest(BaseModel):
     )
     sharding: Sharding | None = Field(
         default=None,
-        description="Default: DDP when the whole state fits each GPU, else ZeRO-3 (as a recipe decides).\n\n"
+        description="Default: DDP if it fits each GPU, else ZeRO-3.\n\n"
         "none: DDP (whole state on each GPU); zero1/zero2/zero3: DeepSpeed (bf16 weights, float32 "
         "master weights and Adam moments sharded; ZeRO-2 also shards gradients, ZeRO-3 the weights); fsdp: FSDP2 "
         "(everything sharded in the load dtype, gathered in half precision per layer).",

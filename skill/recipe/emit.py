@@ -109,8 +109,8 @@ class RecipeRequest(BaseModel):
     report_to: Tracker | None = Field(default=None, description="Tracker; default trackio if installed, else none.")
     sharding: Sharding | None = Field(
         default=None,
-        description="How trainers share the training state; default: DDP when it fits each GPU, else ZeRO-3. The "
-        "memory verdict, time and launch files follow it.",
+        description="How trainers share the state; default: DDP if it fits each GPU, else ZeRO-3; the memory verdict, "
+        "time and launch files follow it.",
     )
     price_per_gpu_hour: float | None = Field(default=None, ge=0, description="Price of one GPU-hour, for a cost.")
     require_policy_samples: bool = Field(
