@@ -26,10 +26,10 @@ from skill.timing.training import (
     collective_bytes_per_s,
     collective_link_bytes_per_s,
     collectives_bound,
-    collectives_cross_nodes,
     cpu_training_seconds,
     gpu_training_seconds,
     sharded_collective_seconds,
+    training_mfu,
 )
 
 __all__ = [
@@ -112,7 +112,7 @@ def _uncertainty(request: StepTimeRequest, part: str, gpu: GPUThroughput | None)
     if part == "training":
         if gpu is not None and collectives_bound(request, gpu):
             return constants.SHARDED_COLLECTIVE_LINK_SHARE.what
-        return (constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU).what
+        return training_mfu(request).what
     if part == "sync":
         return f"sync at {constants.DECODE_BANDWIDTH_UTILISATION.what}"
     if request.generation == "transformers":
@@ -137,21 +137,18 @@ def _assumptions(request: StepTimeRequest, gpu: GPUThroughput | None) -> list[st
     waves = waves_note(request) if gpu is not None else None
     notes += [waves] if waves else []
     if gpu is not None and request.sharding in ("zero3", "fsdp") and request.training_processes > 1:
-        infiniband = (
-            collectives_cross_nodes(request) and collective_link_bytes_per_s(request, gpu) < gpu.link_gb_per_s * 1e9
-        )
-        across = "the nodes' InfiniBand links" if infiniband else ""
+        infiniband = collective_link_bytes_per_s(request, gpu) < gpu.link_gb_per_s * 1e9  # slower than in the node
+        over = "the nodes' InfiniBand links" if infiniband else f"{gpu.name} links within the node"
         wait = "longer than its matmuls, so training waits on them" if collectives_bound(request, gpu) else "hidden"
         rate = collective_bytes_per_s(request, gpu) / 1e9
         notes.append(
             f"ZeRO-3/FSDP: each micro-batch gathers the weights for its forward and backward: "
-            f"{sharded_collective_seconds(request, gpu):.2f} s at {rate:.0f} GB/s "
-            f"({across or f'{gpu.name} links within the node'}, the slow end), {wait}"
+            f"{sharded_collective_seconds(request, gpu):.2f} s at {rate:.0f} GB/s ({over}, the slow end), {wait}"
         )
     if gpu is not None:
         notes.append(
             f"{gpu.name}: {gpu.peak_tflops:g} TFLOP/s dense, {gpu.hbm_tb_per_s:g} TB/s ({gpu.source}); "
-            f"{_uncertainty(request, 'training', None)}, {constants.DECODE_BANDWIDTH_UTILISATION.what} (a published "
+            f"{training_mfu(request).what}, {constants.DECODE_BANDWIDTH_UTILISATION.what} (a published "
             "figure at each end; the point is the range's geometric middle); nothing here was measured on a GPU"
         )
     else:

@@ -87,18 +87,14 @@ def micro_batches(request: StepTimeRequest) -> int:
     return math.ceil(request.completions_per_step / (request.training_processes * request.micro_batch))
 
 
-def collectives_cross_nodes(request: StepTimeRequest) -> bool:
-    """Whether the training processes span nodes (more of them than a node has GPUs, on several nodes)."""
-    return request.hardware.nodes > 1 and request.training_processes > request.hardware.gpus_per_node
-
-
 def collective_link_bytes_per_s(request: StepTimeRequest, gpu: GPUThroughput) -> float:
     """The link a GPU's ZeRO-3 / FSDP all-gathers and reduce-scatters run over: its in-node link (the GPU table's)
     or, when the training processes span nodes, the node's InfiniBand links together (one ring a link, one link a
     GPU: the DGX reference design), up to that."""
     link = gpu.link_gb_per_s * 1e9
-    if collectives_cross_nodes(request):
-        link = min(link, request.hardware.gpus_per_node * constants.INTER_NODE_BYTES_PER_S)
+    hardware = request.hardware
+    if hardware.nodes > 1 and request.training_processes > hardware.gpus_per_node:  # the trainers span nodes
+        link = min(link, hardware.gpus_per_node * constants.INTER_NODE_BYTES_PER_S)
     return link
 
 
@@ -144,10 +140,14 @@ def gradient_reduction_seconds(request: StepTimeRequest, gpu: GPUThroughput, end
     return moved / collective_bytes_per_s(request, gpu, end)
 
 
+def training_mfu(request: StepTimeRequest) -> constants.Span:
+    """The model FLOPs utilisation training reaches: TRAINING_MFU, or MOE_TRAINING_MFU for a mixture of experts."""
+    return constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU
+
+
 def matmul_seconds_per_micro_batch(request: StepTimeRequest, gpu: GPUThroughput, end: constants.End = "slow") -> float:
-    """One micro-batch's model FLOPs at TRAINING_MFU's (a mixture of experts: MOE_TRAINING_MFU's) fast or slow end."""
-    mfu = constants.MOE_TRAINING_MFU if request.shape.experts else constants.TRAINING_MFU
-    rate = request.training_processes * gpu.peak_tflops * 1e12 * mfu.at(end)
+    """One micro-batch's model FLOPs at ``training_mfu``'s fast or slow end."""
+    rate = request.training_processes * gpu.peak_tflops * 1e12 * training_mfu(request).at(end)
     return training_flops(request) / rate / micro_batches(request)
 
 
