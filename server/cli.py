@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.state_root:
         os.environ[STATE_ROOT_ENV] = str(Path(args.state_root).expanduser().resolve())
     try:
-        args.handler(args)
+        status = args.handler(args)
     except SkillError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return USAGE_ERROR
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {os_error_message(exc)}", file=sys.stderr)
         return USAGE_ERROR
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

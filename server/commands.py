@@ -1,20 +1,22 @@
 """The command-line handlers: one ``command_*`` per subcommand, each a thin adapter over a ``skill`` tool.
 
 ``server.cli`` parses the arguments and turns a caller's mistake into exit status 2; these functions
-read the parsed flags, call the tool and print its result.
+read the parsed flags, call the tool and print its result, and return an exit status where a command can fail
+otherwise (None is 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from server.http_transport import DEFAULT_HOST, DEFAULT_PORT
 from server.mcp_server import serve_http, serve_stdio
-from skill.demo.pipeline import demo_recipe_request, run_demo
+from skill.demo.pipeline import DemoStepFailed, demo_recipe_request, run_demo
 from skill.errors import SkillError
 from skill.inspection.agreement import summarize
 from skill.inspection.gate import record_review
@@ -29,6 +31,9 @@ from skill.recipe.schema import load_recipe
 from skill.routing.route import RouteRequest, route_check
 from skill.runs.held_out import summary_line
 from skill.runs.jobs import RunRequest, cancel_run, list_runs, run_grpo, run_logs, run_status
+
+DEMO_FAILED = 1  # a step of the demo did not do its part (2 stays a caller's mistake)
+INTERRUPTED = 130  # the shell's status for a process ended by Ctrl-C
 
 
 def _parse_value(text: str) -> Any:
@@ -395,8 +400,13 @@ def command_runs(args: argparse.Namespace) -> None:
         print(f"{status.run_id:40s} {status.state:10s} step {status.step}/{status.max_steps or '?'}")
 
 
-def command_demo(args: argparse.Namespace) -> None:
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
+
+def command_demo(args: argparse.Namespace) -> int | None:
+    """0 when every step did its part; otherwise one line on stderr naming the step and why, and status
+    ``DEMO_FAILED`` (``INTERRUPTED`` on Ctrl-C or SIGTERM, either of which cancels the demo's run)."""
     if not args.recipe_only:
         if not args.yes:
             raise SkillError(
@@ -404,14 +414,20 @@ def command_demo(args: argparse.Namespace) -> None:
                 "reviewer kind 'program'), not by you, and needs your explicit --yes for that.",
                 "Run grpo-rlvr demo --yes (make demo does), or inspect and review yourself: grpo-rlvr inspect/review.",
             )
-        result = run_demo(steps=args.steps)
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            result = run_demo(steps=args.steps)
+        except DemoStepFailed as failed:
+            print(f"grpo-rlvr demo failed at {failed}", file=sys.stderr)
+            return INTERRUPTED if failed.interrupted else DEMO_FAILED
         if args.output == "json":
             print(result.model_dump_json(indent=2))
-        return
+        return None
     if args.output == "summary":
         print("grpo-rlvr demo: the embedded SmolLM2-135M-Instruct learning 'What is a + b?' on this CPU.\n")
     recipe = emit_grpo_config(demo_recipe_request())
     _print_recipe(recipe, args.output)
+    return None
 
 
 def command_serve(args: argparse.Namespace) -> None:

@@ -16,7 +16,7 @@ from skill.errors import SkillError
 from skill.inspection.gate import open_gate, record_review, require_passed_inspection
 from skill.inspection.reports import load_report
 from skill.inspection.run import inspect_rewards
-from skill.inspection.schema import InspectionRequest, ReviewRequest, SuppliedSample
+from skill.inspection.schema import InspectionReport, InspectionRequest, ReviewRequest, SuppliedSample
 from skill.rewards.fingerprint import reward_fingerprint
 from skill.rewards.spec import RewardSpec
 
@@ -381,6 +381,51 @@ def test_route_samples_are_reused_without_sampling_again(tiny_model_dir):
     assert {s.group for s in report.samples} == set(range(8))
     assert report.policy_model == str(tiny_model_dir)  # the probe's samples are the policy's own
     assert f"on policy samples of {tiny_model_dir}" in Path(report.paths["markdown"]).read_text()
+
+
+@pytest.mark.slow
+def test_a_route_probed_again_after_a_read_gets_fresh_samples_of_the_policy(tiny_model_dir, tmp_path, monkeypatch):
+    """The same probe twice (its seed fixed): the second inspection finds its samples revealed by the first read,
+    samples the policy again on the prompts no read revealed, and reads only unseen samples; the data's first
+    prompts are the probe's, so the fresh ones are the rest, and groups stay one per prompt."""
+    from skill.inspection.revealed import content_key, prompt_key, revealed_keys
+    from skill.routing.probe import ProbeSpec
+    from skill.routing.route import RouteRequest, route_check
+    from skill.state import STATE_ROOT_ENV
+
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path / "state"))  # no other test's reads on these prompts
+    rows = [{"prompt": f"question {i}", "mode": "coin"} for i in range(24)]
+    verifier = RewardSpec(name="rewards_for_tests:by_mode", role="correctness")
+
+    def probed_and_read() -> InspectionReport:
+        probe = ProbeSpec(model=str(tiny_model_dir), rows=rows, num_prompts=8, max_new_tokens=6)
+        decision = route_check(RouteRequest(signal="exact_answer", verifier=verifier, probe=probe))
+        return load_report(inspect_rewards(InspectionRequest(rewards=[verifier], route_decision_id=decision.id)).id)
+
+    first = probed_and_read()
+    assert "fresh" not in first.draw and len(first.samples) == 60
+    labels = {s.id: {"correctness": "pass" if len(s.completion) % 2 == 0 else "fail"} for s in first.samples}
+    record_review(ReviewRequest(report_id=first.id, reviewer="ana", labels=labels))  # reveals the 60 drawn
+
+    second = probed_and_read()
+    seen = revealed_keys()
+    assert not [s for s in second.samples if content_key(s) in seen]  # every label of this read will count
+    assert (
+        "4 samples revealed before" not in second.draw and "fresh samples of the policy were collected" in second.draw
+    )
+    assert "left 4 unseen samples of the 60 to draw" in second.draw, second.draw
+    assert (
+        "7 prompts no read had revealed x 8" in second.draw and f"more sampled from {tiny_model_dir}" in second.source
+    )
+    fresh_prompts = {prompt_key(s.prompt) for s in second.samples} - {prompt_key(s.prompt) for s in first.samples}
+    assert fresh_prompts <= {prompt_key(f"question {i}") for i in range(8, 15)} and fresh_prompts
+    groups = {}
+    for sample in second.samples:
+        groups.setdefault(sample.group, set()).add(prompt_key(sample.prompt))
+    assert all(len(prompts) == 1 for prompts in groups.values())
+    labels = {s.id: {"correctness": "pass" if len(s.completion) % 2 == 0 else "fail"} for s in second.samples}
+    read = record_review(ReviewRequest(report_id=second.id, reviewer="ana", labels=labels)).review
+    assert not read.seen_before and read.agreement[0].samples == 60  # (its gate is by_mode's hack flags' to shut)
 
 
 def test_emit_records_the_passed_inspection_it_relies_on():

@@ -9,7 +9,8 @@ learned to be well-formed but wrong, which is why the weights are not equal.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from skill.data import ADDITION_DATASET_ID
 from skill.demo.reader import READER, read_blind
+from skill.errors import SkillError
 from skill.hardware.specs import HardwareSpec
 from skill.inspection.agreement import summarize
 from skill.inspection.gate import record_review
@@ -29,11 +31,45 @@ from skill.rewards.spec import RewardSpec
 from skill.routing.probe import ProbeSpec
 from skill.routing.route import RouteDecision, RouteRequest, route_check
 from skill.runs.held_out import HeldOutScore, is_evaluation, summary_line, training_rows
-from skill.runs.jobs import RunRequest, RunStatus, run_grpo, run_status
+from skill.runs.jobs import RunRequest, RunStatus, cancel_run, run_grpo, run_status
 from skill.runs.store import read_jsonl
 from skill.sampling.progress import Progress
 
 DEMO_STEPS = 40
+ROUTE, INSPECT, EMIT, MEMORY, RUN = (
+    "1/5 route_check",
+    "2/5 inspect_rewards",
+    "3/5 emit_grpo_config",
+    "4/5 estimate_memory",
+    "5/5 run_grpo",
+)
+
+
+class DemoStepFailed(Exception):
+    """A step of the demo that did not do its part: which step, and why, in one line.
+
+    >>> str(DemoStepFailed(INSPECT, "the gate did not open:  too few   passes"))
+    'step 2/5 inspect_rewards: the gate did not open: too few passes'
+    """
+
+    def __init__(self, step: str, reason: str, interrupted: bool = False) -> None:
+        self.step, self.reason, self.interrupted = step, " ".join(reason.split()), interrupted
+        super().__init__(f"step {step}: {self.reason}")
+
+
+@contextmanager
+def _step(name: str) -> Iterator[None]:
+    """Whatever ends this step early ends the demo as ``DemoStepFailed`` naming the step."""
+    try:
+        yield
+    except DemoStepFailed:
+        raise
+    except KeyboardInterrupt:
+        raise DemoStepFailed(name, "interrupted. Run the demo again to start over.", interrupted=True) from None
+    except SkillError as exc:
+        raise DemoStepFailed(name, str(exc)) from exc
+    except Exception as exc:  # a fault of the step's own: named, with its type, on one line
+        raise DemoStepFailed(name, f"{type(exc).__name__}: {exc}") from exc
 
 
 def demo_recipe_request() -> RecipeRequest:
@@ -106,61 +142,65 @@ def run_demo(
     steps: int = DEMO_STEPS, say: Callable[[str], None] = print, progress: Progress | None = None
 ) -> DemoResult:
     """The whole method on the embedded SmolLM2, on this CPU: route -> inspect -> config -> memory -> run, with the
-    run's own held-out evaluation (before the first step, during the run, after the last)."""
+    run's own held-out evaluation (before the first step, during the run, after the last). A step that does not do
+    its part (a route away from GRPO, a gate left shut, a run that did not succeed, an error, an interrupt) raises
+    ``DemoStepFailed`` naming it; an interrupted run is cancelled, not left training."""
     started = time.perf_counter()
     request = demo_recipe_request().model_copy(update={"max_steps": steps})
     correctness = request.rewards[1]
-    decision = _route(correctness, say, progress)
+    with _step(ROUTE):
+        decision = _route(correctness, say, progress)
+        if decision.route != "grpo":
+            raise DemoStepFailed(ROUTE, f"the route says {decision.route}: {decision.next_step}")
     result = DemoResult(route_id=decision.id, route=decision.route, inspection_id="")
-    if decision.route != "grpo":
-        say(f"    The route says {decision.route}: {decision.next_step} Stopping here.")
+    with _step(INSPECT):
+        report = _inspect(request, decision.id, say)
+        result.inspection_id = report.id
+        if report.verdict not in ("passed", "accepted_unread"):
+            raise DemoStepFailed(INSPECT, "the gate did not open: " + "; ".join(report.verdict_reasons))
+    with _step(EMIT):
+        say(f"{EMIT} for SmolLM2-135M on this CPU...")
+        recipe = emit_grpo_config(request.model_copy(update={"route_decision_id": decision.id}))
+        for reason in recipe.reasons:
+            if reason.source in ("override", "task"):
+                say(f"    {reason.field}={reason.value!r}: {reason.reason}")
+    with _step(MEMORY):
+        memory = recipe.provenance.memory_estimate or {}
+        if memory.get("fits") is False:
+            raise DemoStepFailed(MEMORY, f"the estimated peak, {memory.get('peak_gib')} GiB, does not fit this machine")
+        say(f"{MEMORY}: peak {memory.get('peak_gib', 0):.2f} GiB on CPU RAM, fits: {memory.get('fits')}")
+        plan = recipe.evaluation
+        if plan is not None:
+            say(f"    held-out evaluation: {plan.reason}")
+    with _step(RUN):
+        say(f"{RUN}: {steps} GRPO steps on CPU (live below; 'held-out' rows score prompts never trained on)...")
+        status = _train(recipe, steps, say)
+        result.run_id, result.run_state, result.reward_review = status.run_id, status.state, status.reward_review
+        say(f"    reward review: {status.reward_review}")
+        if status.state != "succeeded":
+            raise DemoStepFailed(RUN, f"run {status.run_id} ended {status.state}: {status.reason}")
+        metrics = training_rows(read_jsonl(Path(status.paths["metrics.jsonl"])))
+        result.correctness_first_10 = _window_mean(metrics, "rewards/exact_match/mean", first=True)
+        result.correctness_last_10 = _window_mean(metrics, "rewards/exact_match/mean", first=False)
+        result.held_out = status.held_out
+        result.estimated_seconds_per_step, result.measured_seconds_per_step = (
+            status.estimated_seconds_per_step,
+            status.seconds_per_step,
+        )
+        result.reward_curve = status.paths.get("reward_curve.png")
         result.seconds = time.perf_counter() - started
-        return result
-    report = _inspect(request, decision.id, say)
-    result.inspection_id = report.id
-    if report.verdict not in ("passed", "accepted_unread"):
-        say("    The gate did not open: " + "; ".join(report.verdict_reasons))
-        return result
-    say("3/5 emit_grpo_config for SmolLM2-135M on this CPU...")
-    recipe = emit_grpo_config(request.model_copy(update={"route_decision_id": decision.id}))
-    for reason in recipe.reasons:
-        if reason.source in ("override", "task"):
-            say(f"    {reason.field}={reason.value!r}: {reason.reason}")
-    memory = recipe.provenance.memory_estimate or {}
-    say(f"4/5 estimate_memory: peak {memory.get('peak_gib', 0):.2f} GiB on CPU RAM, fits: {memory.get('fits')}")
-    plan = recipe.evaluation
-    if plan is not None:
-        say(f"    held-out evaluation: {plan.reason}")
-    say(f"5/5 run_grpo: {steps} GRPO steps on CPU (live below; 'held-out' rows score prompts never trained on)...")
-    status = _train(recipe, steps, say)
-    result.run_id, result.run_state, result.reward_review = status.run_id, status.state, status.reward_review
-    say(f"    reward review: {status.reward_review}")
-    if status.state != "succeeded":
-        say(f"    the run ended {status.state}: {status.reason}")
-        result.seconds = time.perf_counter() - started
-        return result
-    metrics = training_rows(read_jsonl(Path(status.paths["metrics.jsonl"])))
-    result.correctness_first_10 = _window_mean(metrics, "rewards/exact_match/mean", first=True)
-    result.correctness_last_10 = _window_mean(metrics, "rewards/exact_match/mean", first=False)
-    result.held_out = status.held_out
-    result.estimated_seconds_per_step, result.measured_seconds_per_step = (
-        status.estimated_seconds_per_step,
-        status.seconds_per_step,
-    )
-    result.reward_curve = status.paths.get("reward_curve.png")
-    result.seconds = time.perf_counter() - started
-    say(f"    {summary_line(status.held_out, status.held_out_change)}")
-    say(
-        f"    correctness reward: first-10 steps {result.correctness_first_10:.3f} -> last-10 "
-        f"{result.correctness_last_10:.3f}; reward curve: {result.reward_curve}"
-    )
+        say(f"    {summary_line(status.held_out, status.held_out_change)}")
+        say(
+            f"    correctness reward: first-10 steps {result.correctness_first_10:.3f} -> last-10 "
+            f"{result.correctness_last_10:.3f}; reward curve: {result.reward_curve}"
+        )
     say(f"Done in {result.seconds / 60:.1f} min. Run {status.run_id}: grpo-rlvr status {status.run_id}")
     return result
 
 
 def _route(correctness: RewardSpec, say: Callable[[str], None], progress: Progress | None) -> RouteDecision:
     """Step 1: probe the base model on the addition task and decide whether GRPO applies."""
-    say("1/5 route_check: is GRPO the right tool? Sampling the base model on the addition task...")
+    say(f"{ROUTE}: is GRPO the right tool? Sampling the base model on the addition task...")
     decision = route_check(
         RouteRequest(
             signal="exact_answer",
@@ -184,7 +224,7 @@ def _route(correctness: RewardSpec, say: Callable[[str], None], progress: Progre
 def _inspect(request: RecipeRequest, route_id: str, say: Callable[[str], None]) -> InspectionReport:
     """Step 2: inspect the rewards on the route's samples, and pass the gate with a blind read by a program
     (``demo.reader``: its own check of each answer, nothing from skill.rewards), stamped reviewer kind 'program'."""
-    say("2/5 inspect_rewards on the route's samples (no second sampling)...")
+    say(f"{INSPECT} on the route's samples (fresh ones only where earlier reads revealed too many)...")
     report = inspect_rewards(InspectionRequest(rewards=request.rewards, route_decision_id=route_id))
     say(f"    flags: {[f.code for f in report.flags] or 'none'}. Reading page: {report.paths['html']}")
     say(f"    drawn to read: {report.draw} No score is shown (or stored in the clear) until the labels.")
@@ -211,6 +251,20 @@ def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunSta
     before it, the measured one beside it after."""
     say(f"    time, estimated before training: {recipe.provenance.time_estimate}")
     status = run_grpo(RunRequest(recipe=recipe))
+    try:
+        status = _follow(status, steps, say)
+    except KeyboardInterrupt:  # the run's process is in a session of its own: left alone it would train on
+        cancel_run(status.run_id)
+        say(f"    run {status.run_id} cancelled")
+        raise
+    estimated, measured = status.estimated_seconds_per_step, status.seconds_per_step
+    if estimated is not None and measured is not None:
+        say(f"    time per step: estimated {estimated:.1f} s | measured {measured:.1f} s ({measured / estimated:.2f}x)")
+    return status
+
+
+def _follow(status: RunStatus, steps: int, say: Callable[[str], None]) -> RunStatus:
+    """Show the run's metrics and health warnings as they come, until it ends."""
     shown = 0
     warned: set[str] = set()
     while status.state in ("starting", "running"):
@@ -228,7 +282,4 @@ def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunSta
         if status.health and status.health[0]["code"] not in warned:
             warned.add(status.health[0]["code"])
             say(f"    health: {status.health_summary}")
-    estimated, measured = status.estimated_seconds_per_step, status.seconds_per_step
-    if estimated is not None and measured is not None:
-        say(f"    time per step: estimated {estimated:.1f} s | measured {measured:.1f} s ({measured / estimated:.2f}x)")
     return status

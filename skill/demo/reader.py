@@ -14,20 +14,23 @@ from typing import Any
 from skill.inspection.schema import InspectionReport
 
 READER = "demo-addition-checker"
-WHOLE_NUMBER = re.compile(r"-?\d+(?:\.0+)?")
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def judge(completion: str, answer: str) -> dict[str, str]:
-    """Pass or fail for correctness (the last number written is the sum) and format (just a number, as asked).
+    """Pass or fail for correctness (the last number written is the sum) and format (just a number, as asked: a
+    wrong one, a decimal among them, is still just a number).
 
     >>> judge(" 21", "21"), judge("The answer is 21.", "21")
     ({'correctness': 'pass', 'format': 'pass'}, {'correctness': 'pass', 'format': 'fail'})
-    >>> judge("22", "21")
-    {'correctness': 'fail', 'format': 'pass'}
+    >>> judge("22", "21"), judge("11.45", "21")
+    ({'correctness': 'fail', 'format': 'pass'}, {'correctness': 'fail', 'format': 'pass'})
+    >>> judge("21.0", "21")
+    {'correctness': 'pass', 'format': 'pass'}
     """
-    numbers = WHOLE_NUMBER.findall(completion)
+    numbers = NUMBER.findall(completion)
     right = bool(numbers) and float(numbers[-1]) == float(answer)
-    just_a_number = WHOLE_NUMBER.fullmatch(completion.strip()) is not None
+    just_a_number = NUMBER.fullmatch(completion.strip()) is not None
     return {"correctness": "pass" if right else "fail", "format": "pass" if just_a_number else "fail"}
 
 

@@ -8,7 +8,8 @@ each at random (seeded), and shuffles them, so a sample's place says nothing of 
 revealed on this state root are drawn only when too few others are left (their labels would not count). Where
 the collected samples hold fewer than ``MIN_EACH_OUTCOME`` of an outcome, a blocking flag asks for more samples
 (``outcome_flags``): a read on fewer cannot survive an honest reader's few misreads. The draw is stated in the
-report. Owns: ``balanced_draw``, ``outcome_flags``. May import: ``inspection.schema``, ``inspection.agreement``.
+report. Owns: ``balanced_draw``, ``outcome_flags``, ``outcome_of``. May import: ``inspection.schema``,
+``inspection.agreement``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ DRAW_SIZE = 60  # the seed's 50-100 to read, with room for a few 'unsure' labels
 SEED = 3407
 
 
-def _outcome(sample: SampleResult, name: str) -> str | None:
+def outcome_of(sample: SampleResult, name: str) -> str | None:
+    """What ``name`` says of the sample: 'pass', 'fail', or None when it gave no score."""
     score = sample.scores.get(name)
     return None if score is None else said(score)
 
@@ -49,7 +51,7 @@ def balanced_draw(
     fresh = [s for s in samples if unseen is None or s.id in unseen]
     pool = fresh if len(fresh) >= min(size, len(samples)) else samples
     names = read_names(rewards)
-    outcomes = {name: {s.id: _outcome(s, name) for s in pool} for name in names}
+    outcomes = {name: {s.id: outcome_of(s, name) for s in pool} for name in names}
     drawn: list[int] = []
 
     fresh_ids = {s.id for s in fresh}
@@ -106,10 +108,10 @@ def outcome_flags(
         if name in constant:
             continue
         for outcome in ("pass", "fail"):
-            count = sum(_outcome(s, name) == outcome for s in drawn)
+            count = sum(outcome_of(s, name) == outcome for s in drawn)
             if count >= MIN_EACH_OUTCOME:
                 continue
-            rate = sum(_outcome(s, name) == outcome for s in collected) / max(1, len(collected))
+            rate = sum(outcome_of(s, name) == outcome for s in collected) / max(1, len(collected))
             need = math.ceil(2 * MIN_EACH_OUTCOME / rate) if rate else None  # 2x: the count drawn is itself random
             collect = f"Collect about {need} samples of the policy" if need else "Collect samples where it does"
             found.append(

@@ -6,9 +6,10 @@ under any reviewer name, whatever its id, order, prompt group, extra columns or 
 is kept by ``content_key``: the prompt and the completion with runs of whitespace made one space. Columns are
 left out of the key (a column no reward reads must not make a sample new); the cost is that the same completion
 of the same prompt against another reference answer also counts as seen, which only ever makes a read count
-fewer labels. Each line of ``inspections/revealed.jsonl`` is one key with where and to whom it was revealed.
-Owns: ``content_key``, ``record_revealed``, ``revealed_keys``. May import: ``inspection.schema``,
-``inspection.reports``, ``state``.
+fewer labels. Each line of ``inspections/revealed.jsonl`` is one key with where and to whom it was revealed, and
+the key of its prompt alone (``prompt_key``): an inspection that must collect fresh samples starts from prompts no
+read has revealed (``inspection.fresh_samples``). Owns: ``content_key``, ``prompt_key``, ``record_revealed``,
+``revealed_keys``, ``revealed_prompts``. May import: ``inspection.schema``, ``inspection.reports``, ``state``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def _collapsed(value: Any) -> Any:
     return value
 
 
+def _digest(value: Any) -> str:
+    content = json.dumps(_collapsed(value), sort_keys=True, default=str)
+    return hashlib.sha256(content.encode()).hexdigest()[:24]
+
+
 def content_key(sample: SampleResult) -> str:
     """What makes a sample the same sample to a reader: its prompt and completion, whitespace collapsed.
 
@@ -44,22 +50,39 @@ def content_key(sample: SampleResult) -> str:
     >>> content_key(a) == content_key(b), content_key(a) == content_key(a.model_copy(update={"completion": "5"}))
     (True, False)
     """
-    content = json.dumps([_collapsed(sample.prompt), _collapsed(sample.completion)], sort_keys=True, default=str)
-    return hashlib.sha256(content.encode()).hexdigest()[:24]
+    return _digest([sample.prompt, sample.completion])
+
+
+def prompt_key(prompt: Any) -> str:
+    """What makes a prompt the same prompt to a reader: text or chat messages, whitespace collapsed.
+
+    >>> prompt_key([{"role": "user", "content": "2 + 2?"}]) == prompt_key([{"content": "2 +  2? ", "role": "user"}])
+    True
+    """
+    return _digest(prompt)
+
+
+def _recorded(field: str) -> set[str]:
+    path = reports_dir() / STORE
+    if not path.is_file():
+        return set()
+    values = set()
+    for text in path.read_text().splitlines():
+        try:
+            values.add(json.loads(text)[field])
+        except (ValueError, KeyError, TypeError):  # a line torn by a crash mid-write (or older, without the field)
+            continue
+    return values
 
 
 def revealed_keys() -> set[str]:
     """Every content key revealed on this state root."""
-    path = reports_dir() / STORE
-    if not path.is_file():
-        return set()
-    keys = set()
-    for text in path.read_text().splitlines():
-        try:
-            keys.add(json.loads(text)["key"])
-        except (ValueError, KeyError, TypeError):  # a line torn by a crash mid-write: the others stand
-            continue
-    return keys
+    return _recorded("key")
+
+
+def revealed_prompts() -> set[str]:
+    """The ``prompt_key`` of every prompt with a sample revealed on this state root."""
+    return _recorded("prompt")
 
 
 def record_revealed(report: InspectionReport, sample_ids: list[int], reviewer: str) -> None:
@@ -69,7 +92,16 @@ def record_revealed(report: InspectionReport, sample_ids: list[int], reviewer: s
     by_id = {sample.id: sample for sample in report.samples}
     at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     lines = [
-        json.dumps({"key": content_key(by_id[i]), "inspection": report.id, "sample": i, "reviewer": reviewer, "at": at})
+        json.dumps(
+            {
+                "key": content_key(by_id[i]),
+                "prompt": prompt_key(by_id[i].prompt),
+                "inspection": report.id,
+                "sample": i,
+                "reviewer": reviewer,
+                "at": at,
+            }
+        )
         for i in sample_ids
     ]
     with exclusive_lock(reports_dir() / ".revealed.lock"), (reports_dir() / STORE).open("a") as out:

@@ -2,11 +2,12 @@
 
 The rewards are run on the collected samples in a fresh process (``inspection.scoring``: the code on disk, the
 code fingerprinted); statistics and role-aware hack probes do half the reading. A balanced draw of 50-60 of
-them (``inspection.draw``, samples not yet revealed on this state root first) is put before a reader, who labels
-each blind (``inspection.agreement``: the rule). A fixed reward inspected on an earlier inspection's samples
-(``samples_of``) keeps their ids and that read's labels, so it is judged at once. The report is sealed and
-stored (``inspection.reports``) with the rewards' fingerprint, which the gate (``inspection.gate``) compares
-before every run; what it returns is what a reader may see before labelling (``inspection.render.visible``).
+them (``inspection.draw``, samples not yet revealed on this state root first; where those are too few, fresh
+samples of the policy: ``inspection.fresh_samples``) is put before a reader, who labels each blind
+(``inspection.agreement``: the rule). A fixed reward inspected on an earlier inspection's samples (``samples_of``)
+keeps their ids and that read's labels, so it is judged at once. The report is sealed and stored
+(``inspection.reports``) with the rewards' fingerprint, which the gate (``inspection.gate``) compares before every
+run; what it returns is what a reader may see before labelling (``inspection.render.visible``).
 
 Owns: ``inspect_rewards`` (collect, score, flags, checks). May import: the rest of ``inspection``,
 ``rewards``, ``routing``, ``sampling``, ``state``, ``errors``.
@@ -23,15 +24,16 @@ from skill.errors import SkillError
 from skill.inspection.agreement import read_roles
 from skill.inspection.draw import balanced_draw, outcome_flags
 from skill.inspection.flags import hack_flags, reward_flags, reward_stats, set_flags
+from skill.inspection.fresh_samples import MAX_COLLECTED, collect_unseen, policy_of_probe, sample_policy
 from skill.inspection.gate import carry_read
 from skill.inspection.quick import quick_report
 from skill.inspection.render import visible
 from skill.inspection.reports import load_report, save_report
-from skill.inspection.revealed import content_key, revealed_keys
 from skill.inspection.schema import (
     MAX_SAMPLES,
     QUICK_SAMPLES,
     Flag,
+    GenerateSamples,
     InspectionReport,
     InspectionRequest,
     RewardStats,
@@ -42,24 +44,21 @@ from skill.inspection.scoring import score_fresh
 from skill.rewards.fingerprint import reward_fingerprint
 from skill.rewards.spec import RewardSpec
 from skill.routing.evidence import MIN_SAMPLES
-from skill.routing.probe import ProbeSpec, probe_rows, prompt_key, warn_before_long_sampling
-from skill.routing.route import load_route
+from skill.routing.probe import ProbeSpec, probe_rows
+from skill.routing.route import load_route, route_probe
 from skill.routing.subject import check_inspection_subject
-from skill.sampling.engines import sample_completions
 from skill.sampling.progress import Progress
-from skill.sampling.schema import SamplingSettings
 from skill.state import new_id
-
-MAX_COLLECTED = 1024  # samples scored (statistics and the draw's pool); at a 2% pass rate, about 20 passes
 
 
 class Collected(BaseModel):
-    """The samples to score, where they came from, and whose they are."""
+    """The samples to score, where they came from, whose they are, and how to sample more of the same."""
 
     samples: list[SuppliedSample]
     source: str
     policy_model: str | None = None
     earlier: InspectionReport | None = None
+    policy: GenerateSamples | None = None
 
 
 def _collect(
@@ -89,7 +88,13 @@ def _collect(
             for s in saved
         ]
         model = decision.measured_on.model if decision.measured_on is not None else None
-        return Collected(samples=samples, source=f"route_check probe {request.route_decision_id}", policy_model=model)
+        probe = route_probe(request.route_decision_id)
+        return Collected(
+            samples=samples,
+            source=f"route_check probe {request.route_decision_id}",
+            policy_model=model,
+            policy=policy_of_probe(probe) if probe is not None else None,
+        )
     generate = request.generate
     assert generate is not None
     probe = ProbeSpec(
@@ -98,27 +103,8 @@ def _collect(
         prompt_column=generate.prompt_column,
         num_prompts=generate.num_prompts,
     )
-    rows, column = probe_rows(probe), prompt_key(probe)
-    settings = SamplingSettings(
-        n=generate.n, temperature=generate.temperature, max_new_tokens=generate.max_new_tokens, seed=generate.seed
-    )
-    prompts = [row[column] for row in rows]
-    warn_before_long_sampling(progress, generate.model, len(prompts), generate.n, generate.max_new_tokens)
-    sampled = sample_completions(generate.model, prompts, settings, progress, should_stop, generate.engine)
-    samples = [
-        SuppliedSample(
-            prompt=g.prompt,
-            completion=c,
-            group=g.prompt_index,
-            columns={k: v for k, v in rows[g.prompt_index].items() if k != column},
-        )
-        for g in sampled.groups
-        for c in g.completions
-    ]
-    used = sampled.sampled_with
-    revision = f", revision {used.model_revision}" if used.model_revision else ""
-    source = f"sampled from {generate.model} by {used.engine} {used.version} on {used.device}{revision}"
-    return Collected(samples=samples, source=source, policy_model=generate.model)
+    samples, source = sample_policy(generate, probe_rows(probe), generate.seed, progress, should_stop)
+    return Collected(samples=samples, source=source, policy_model=generate.model, policy=generate)
 
 
 def _stats_and_flags(
@@ -144,7 +130,7 @@ def inspect_rewards(
     started = time.perf_counter()
     reward_fingerprint(request.rewards)  # the allowlist, before any sampling or import
     collected = _collect(request, progress, should_stop)
-    samples = collected.samples[:QUICK_SAMPLES] if request.quick else collected.samples
+    samples = (collected.samples[:QUICK_SAMPLES] if request.quick else collected.samples)[:MAX_COLLECTED]
     if len(samples) < MIN_SAMPLES and not request.quick:
         raise SkillError(
             f"Only {len(samples)} sample{'s' if len(samples) != 1 else ''}: a reward read needs at least "
@@ -152,7 +138,11 @@ def inspect_rewards(
             f"Send {MIN_SAMPLES}-{MAX_SAMPLES} samples (or generate more: raise num_prompts or n).",
         )
     tokenizer = request.tokenizer or (request.generate.model if request.generate is not None else None)
-    scored = score_fresh(request.rewards, samples[:MAX_COLLECTED], tokenizer)
+    scored = score_fresh(request.rewards, samples, tokenizer)
+    source, found = collected.source, None
+    if not request.quick and collected.earlier is None:  # a read: enough of it unseen, sampling more if need be
+        found = collect_unseen(request.rewards, collected.policy, samples, scored, tokenizer, progress, should_stop)
+        scored, source = found.scored, "; ".join([source, *found.sources])
     results = scored.results
     if progress is not None:
         progress(1, 3, f"scored {len(results)} samples with {len(scored.timing)} rewards, in a fresh process")
@@ -162,12 +152,12 @@ def inspect_rewards(
     flags += hack_flags(scored.probes) + scored.flags
     if request.quick:
         return quick_report(request, collected.source, scored, results, stats, flags)
-    if collected.earlier is not None:  # the same samples under the same ids: the earlier read still applies
+    if found is None:  # the same samples under the same ids: the earlier read still applies
+        assert collected.earlier is not None
         drawn, draw = list(range(len(results))), f"The samples of inspection {collected.earlier.id}, ids kept."
     else:
-        seen = revealed_keys()
-        unseen = {result.id for result in results if content_key(result) not in seen}
-        drawn, draw = balanced_draw(results, request.rewards, unseen=unseen)
+        drawn, draw = balanced_draw(results, request.rewards, unseen=found.unseen)
+        draw = f"{draw.rstrip('.')}; {found.said}." if found.said else draw
         flags += outcome_flags([results[i] for i in drawn], results, request.rewards, flags)
     renumber = {old: new for new, old in enumerate(drawn)}  # a flag's evidence, among the samples drawn
     for flag in flags:
@@ -178,7 +168,7 @@ def inspect_rewards(
         rewards=request.rewards,
         reward_fingerprint=scored.fingerprint,
         fingerprint_parts=scored.fingerprint_parts,
-        source=collected.source,
+        source=source,
         policy_model=collected.policy_model,
         samples=[results[old].model_copy(update={"id": new}) for new, old in enumerate(drawn)],
         stats=stats,

@@ -39,6 +39,8 @@ _NUMBER_TOKEN = re.compile(
 _SLASH_CHAIN = re.compile(r"(?<!\d)\d++(?:\s*+/\s*+\d++){2,}")  # possessive: linear on long digit runs
 # What may separate two numbers of a list of candidates, once dollars, spaces and \text{} are gone.
 _LIST_SEPARATORS = frozenset({",", ";", "or", "and", ",or", ",and", "and/or", "/"})
+# "12 and 3 are 15": two numbers joined by "and" that a verb then takes to a third are the operands of a result.
+_RESULT_AFTER = re.compile(r"\s*(?:are|is|make|makes|equal|equals|give|gives|sum to|add up to|=)\s", re.IGNORECASE)
 # Around a number that is the whole answer: delimiters, \boxed{...}, \text{units}, unit words, "x =".
 _IGNORABLE = re.compile(
     r"\\(?:text|mathrm|mbox|textbf)\s*\{[^{}]*\}|\\boxed|\\fbox|\\[()\[\],;! ]|[A-Za-z]+|[{}$\s.,:;!=]"
@@ -123,15 +125,21 @@ def lists_candidates(answer: str) -> bool:
     (True, True, True)
     >>> lists_candidates("1,000"), lists_candidates("3/4"), lists_candidates("18 or 18"), lists_candidates("4 + 5 = 9")
     (False, False, False, False)
+    >>> lists_candidates("12 and 3 are 15."), lists_candidates("It is 12 and 15."), lists_candidates("12 and 3 are")
+    (False, True, True)
     """
     answer = answer[-TAIL_CHARS:]
     if _SLASH_CHAIN.search(answer):
         return True
     found = numbers_in(answer)
-    for (before, first), (after, second) in zip(found, found[1:], strict=False):
+    for index, ((before, first), (after, second)) in enumerate(zip(found, found[1:], strict=False)):
         gap = re.sub(r"[\s$]|\\text\s*\{|\\,|[{}]|\\", "", answer[before.end() : after.start()]).casefold()
-        if gap in _LIST_SEPARATORS and first.text != second.text and first.value != second.value:
-            return True
+        if gap not in _LIST_SEPARATORS or first.text == second.text or first.value == second.value:
+            continue
+        result = found[index + 2][0] if index + 2 < len(found) else None
+        if gap == "and" and result is not None and _RESULT_AFTER.fullmatch(answer[after.end() : result.start()]):
+            continue  # operands: the third number is what they make
+        return True
     return False
 
 

@@ -191,10 +191,14 @@ def sample_more_step(prompts: int | None, n: int, estimate: ProbeEstimate | None
 
 
 def save_route(
-    decision: RouteDecision, samples: list[dict[str, Any]], rows: list[dict[str, Any]] | None = None
+    decision: RouteDecision,
+    samples: list[dict[str, Any]],
+    rows: list[dict[str, Any]] | None = None,
+    probe: ProbeSpec | None = None,
 ) -> Path:
-    """Write routes/<id>.json atomically: the decision and every scored sample (inspection reuses them); with
-    rows, also routes/<id>.learnable.jsonl holding the rows whose group had mixed outcomes."""
+    """Write routes/<id>.json atomically: the decision, every scored sample (inspection reuses them) and the probe
+    that drew them (an inspection samples the policy again the same way when it needs fresh samples); with rows,
+    also routes/<id>.learnable.jsonl holding the rows whose group had mixed outcomes."""
     directory = state_dir("routes")
     if rows is not None and decision.evidence is not None:
         learnable = directory / f"{decision.id}.learnable.jsonl"
@@ -202,19 +206,32 @@ def save_route(
         write_atomically(learnable, "".join(json.dumps(rows[i], default=str) + "\n" for i in indices))
         decision.learnable_dataset = str(learnable)
     path = directory / f"{decision.id}.json"
-    write_atomically(path, json.dumps({"decision": decision.model_dump(mode="json"), "samples": samples}, default=str))
+    saved = {"decision": decision.model_dump(mode="json"), "samples": samples}
+    if probe is not None:
+        saved["probe"] = probe.model_dump(mode="json")
+    write_atomically(path, json.dumps(saved, default=str))
     return path
 
 
-def load_route(route_id: str) -> tuple[RouteDecision, list[dict[str, Any]]]:
-    """A saved decision and its samples."""
+def _route_file(route_id: str) -> dict[str, Any]:
     path = state_dir("routes") / f"{validate_identifier(route_id, 'route decision')}.json"
     if not path.is_file():
         raise SkillError(
             f"No route decision {route_id!r} under {path.parent}.", "Send an id that route_check returned."
         )
-    data = json.loads(path.read_text())
+    return json.loads(path.read_text())
+
+
+def load_route(route_id: str) -> tuple[RouteDecision, list[dict[str, Any]]]:
+    """A saved decision and its samples."""
+    data = _route_file(route_id)
     return RouteDecision.model_validate(data["decision"]), data["samples"]
+
+
+def route_probe(route_id: str) -> ProbeSpec | None:
+    """The probe a measured decision sampled with; None for a decision without one (or saved before probes were)."""
+    probe = _route_file(route_id).get("probe")
+    return None if probe is None else ProbeSpec.model_validate(probe)
 
 
 def route_for_recipe(route_id: str, model: str, dataset: str, rewards: list[RewardSpec]) -> tuple[RouteDecision, str]:
@@ -470,5 +487,5 @@ def route_check(
     handed_to = leaning_to_sft(decision) or decision.route
     data = _task_data(request.probe) if handed_to == "lora-qlora-recipes" else None
     decision.handover = handover_for(handed_to, model, request.parameters_billions, never, request.accelerator, data)
-    save_route(decision, samples, rows)
+    save_route(decision, samples, rows, request.probe if samples else None)
     return decision
