@@ -414,12 +414,14 @@ def command_demo(args: argparse.Namespace) -> int | None:
                 "reviewer kind 'program'), not by you, and needs your explicit --yes for that.",
                 "Run grpo-rlvr demo --yes (make demo does), or inspect and review yourself: grpo-rlvr inspect/review.",
             )
-        signal.signal(signal.SIGTERM, _interrupt)
+        before = signal.signal(signal.SIGTERM, _interrupt)
         try:
             result = run_demo(steps=args.steps)
         except DemoStepFailed as failed:
             print(f"grpo-rlvr demo failed at {failed}", file=sys.stderr)
             return INTERRUPTED if failed.interrupted else DEMO_FAILED
+        finally:
+            signal.signal(signal.SIGTERM, before)
         if args.output == "json":
             print(result.model_dump_json(indent=2))
         return None

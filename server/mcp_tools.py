@@ -166,10 +166,8 @@ async def route_check_tool(request: RouteRequest, ctx: Context) -> RouteDecision
 async def inspect_rewards_tool(request: InspectionRequest, ctx: Context) -> InspectionDigest:
     """Score the rewards on the samples in a fresh process and draw 50-60 for a blind read, the gate of run_grpo.
 
-    Samples: route_decision_id, your `samples`, `samples_of` (an earlier inspection's: after a reward fix its
-    labels are re-scored) or `generate` (with progress; cancelling stops it). A sample revealed before on this
-    state root never counts blind again; where those leave too few unseen, route_decision_id and generate sample
-    the policy afresh on new prompts, and the draw says so.
+    Samples: route_decision_id or `generate` (progress, cancellable; resampled where reads revealed too many),
+    your `samples`, or `samples_of` (after a reward fix: your labels re-scored).
 
     Returns flags (blocking ones say what to change), hacked probes and the first page of samples, blind: scores
     and statistics stay sealed until your labels. Report: grpo://inspections/{id}.

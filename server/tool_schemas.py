@@ -31,7 +31,8 @@ schemas were published this way; 24,988 on 2026-12-03; 29,386 once the dataset c
 blind labels, sharding, rehearsal, a mixture of experts' shape and host RAM had joined (2026-12-06); 24,848 once
 rarely sent options collapsed to pointers (``COLLAPSED_DEFINITIONS``) and copies of a definition named only its
 required fields (2026-12-06, with the symptom and variant enums); 24,988 with gradient_accumulation_steps for
-FSDP2's memory and shorter default notes (2026-12-07)."""
+FSDP2's memory and shorter default notes (2026-12-07); 24,992 once inspect_rewards said when it samples afresh
+(2026-12-08)."""
 FULL_CONTRACTS = {
     "GRPORecipe": "grpo://schemas/grpo_recipe.json",
     "MemoryEstimate": "grpo://schemas/memory_estimate.json",

@@ -51,6 +51,10 @@ EXTRACTION_TABLE = [
     ("2^{10} = 1024", "last_number", "1024", "1024", True),
     # Chatty model outputs: the final statement decides.
     ("I think 17. No wait, 18", "last_number", "18", "18", True),
+    # Operands named before the result are not candidates (the embedded model's own words, from the demo's reads).
+    ("Listen: 12 and 3 are 15.", "last_number", "15", "15", True),
+    ("To add 7 and 9, the simple equation is 7 + 9 = 16.", "last_number", "16", "16", True),
+    ("It is 15 and 16.", "last_number", None, "16", False),  # a list that ends the answer still is one
     ("3 + 4 = 7 apples, and 2 more. So the answer is 9. Nice.", "last_number", "9", "9", True),
     ("I computed 2 + 2 = 4.\n\n**Final Answer:** 4", "last_number", "4", "4", True),
     ("Answer: 5 + 7. So 12", "last_number", "12", "12", True),  # the last number, not the anchored one

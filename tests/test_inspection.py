@@ -388,7 +388,7 @@ def test_a_route_probed_again_after_a_read_gets_fresh_samples_of_the_policy(tiny
     """The same probe twice (its seed fixed): the second inspection finds its samples revealed by the first read,
     samples the policy again on the prompts no read revealed, and reads only unseen samples; the data's first
     prompts are the probe's, so the fresh ones are the rest, and groups stay one per prompt."""
-    from skill.inspection.revealed import content_key, prompt_key, revealed_keys
+    from skill.inspection.revealed import content_key, prompt_digest, revealed_keys
     from skill.routing.probe import ProbeSpec
     from skill.routing.route import RouteRequest, route_check
     from skill.state import STATE_ROOT_ENV
@@ -410,18 +410,15 @@ def test_a_route_probed_again_after_a_read_gets_fresh_samples_of_the_policy(tiny
     second = probed_and_read()
     seen = revealed_keys()
     assert not [s for s in second.samples if content_key(s) in seen]  # every label of this read will count
-    assert (
-        "4 samples revealed before" not in second.draw and "fresh samples of the policy were collected" in second.draw
-    )
-    assert "left 4 unseen samples of the 60 to draw" in second.draw, second.draw
-    assert (
-        "7 prompts no read had revealed x 8" in second.draw and f"more sampled from {tiny_model_dir}" in second.source
-    )
-    fresh_prompts = {prompt_key(s.prompt) for s in second.samples} - {prompt_key(s.prompt) for s in first.samples}
-    assert fresh_prompts <= {prompt_key(f"question {i}") for i in range(8, 15)} and fresh_prompts
+    assert "60 samples revealed before on this state root left out" in second.draw, second.draw
+    assert "the samples not yet revealed held only 4 samples of the 60 to draw" in second.draw
+    assert "fresh samples of the policy were collected: 56 (7 prompts no read had revealed, x 8, seed " in second.draw
+    assert f"56 more sampled from {tiny_model_dir}" in second.source
+    fresh_prompts = {prompt_digest(s.prompt) for s in second.samples} - {prompt_digest(s.prompt) for s in first.samples}
+    assert fresh_prompts <= {prompt_digest(f"question {i}") for i in range(8, 15)} and fresh_prompts
     groups = {}
     for sample in second.samples:
-        groups.setdefault(sample.group, set()).add(prompt_key(sample.prompt))
+        groups.setdefault(sample.group, set()).add(prompt_digest(sample.prompt))
     assert all(len(prompts) == 1 for prompts in groups.values())
     labels = {s.id: {"correctness": "pass" if len(s.completion) % 2 == 0 else "fail"} for s in second.samples}
     read = record_review(ReviewRequest(report_id=second.id, reviewer="ana", labels=labels)).review

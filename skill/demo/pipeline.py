@@ -8,6 +8,7 @@ learned to be well-formed but wrong, which is why the weights are not equal.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -250,17 +251,36 @@ def _train(recipe: GRPORecipe, steps: int, say: Callable[[str], None]) -> RunSta
     """Step 5: start the run and show its metrics and health warnings live until it ends; the estimated step time
     before it, the measured one beside it after."""
     say(f"    time, estimated before training: {recipe.provenance.time_estimate}")
-    status = run_grpo(RunRequest(recipe=recipe))
+    started: RunStatus | None = None
     try:
-        status = _follow(status, steps, say)
+        with _interrupts_held():  # an interrupt while the run starts waits until its id is known, to cancel it
+            started = run_grpo(RunRequest(recipe=recipe))
+        status = _follow(started, steps, say)
     except KeyboardInterrupt:  # the run's process is in a session of its own: left alone it would train on
-        cancel_run(status.run_id)
-        say(f"    run {status.run_id} cancelled")
+        if started is not None:
+            with _interrupts_held():  # a second Ctrl-C does not cut the cancel short
+                cancel_run(started.run_id)
+            say(f"    run {started.run_id} cancelled")
         raise
     estimated, measured = status.estimated_seconds_per_step, status.seconds_per_step
     if estimated is not None and measured is not None:
         say(f"    time per step: estimated {estimated:.1f} s | measured {measured:.1f} s ({measured / estimated:.2f}x)")
     return status
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM (where this thread may) until the block ends; one that came meanwhile then arrives."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (ValueError, OSError):  # no signal masks here: nothing is held
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _follow(status: RunStatus, steps: int, say: Callable[[str], None]) -> RunStatus:

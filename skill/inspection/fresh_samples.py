@@ -5,10 +5,12 @@ probes a task again (the demo run a second time, route_check repeated with its s
 earlier read revealed, and that read's draw revealed the passes first: what is left unseen can hold too few of an
 outcome, or too few samples, for a read. Where the inspection knows how its samples were drawn (a route's probe,
 or ``generate``), it samples the policy again the same way (model, engine, n, temperature, budget) on prompts no
-read has revealed and not yet collected (then any not collected, then any), at a seed moved on by the number of
-samples this state root has revealed, so each new read draws anew; it scores them with the rest and repeats until
-the unseen samples hold what a read needs, up to ``MAX_ROUNDS`` rounds and ``MAX_COLLECTED`` samples. The draw
-says what was collected and why. Samples sent inline cannot be drawn again: the draw's flags ask for more.
+read has revealed and not yet collected (then any not collected, then any), at the temperature the route's passes
+came at and a seed moved on by the number of samples this state root has revealed (a read that revealed anything
+moves the next one's); it scores them with the rest and repeats until the unseen samples hold what a read needs,
+up to ``MAX_ROUNDS`` rounds and ``MAX_COLLECTED`` samples. The draw says what was collected and why, or why
+nothing could be (the model or data gone, an endpoint down): the read then goes on with what it has, and the
+draw's flags ask for more. Samples sent inline cannot be drawn again: the flags ask for them too.
 An outcome the collected samples hold too few of even with the revealed ones counted is the task's, not the
 reveal's: it is left to the draw's flags. Owns: ``policy_of_probe``, ``sample_policy``, ``unseen_shortfall``,
 ``collect_unseen``.
@@ -26,13 +28,13 @@ from skill.data import load_rows
 from skill.errors import SkillError
 from skill.inspection.agreement import MIN_EACH_OUTCOME, read_names
 from skill.inspection.draw import DRAW_SIZE, outcome_of
-from skill.inspection.revealed import content_key, prompt_key, revealed_keys, revealed_prompts
+from skill.inspection.revealed import content_key, prompt_digest, revealed_keys, revealed_prompts
 from skill.inspection.schema import GenerateSamples, SampleResult, SuppliedSample
 from skill.inspection.scoring import Scored, score_fresh
 from skill.rewards.spec import RewardSpec
 from skill.routing.probe import ProbeSpec, warn_before_long_sampling
 from skill.sampling.engines import sample_completions
-from skill.sampling.progress import Progress
+from skill.sampling.progress import Cancelled, Progress
 from skill.sampling.schema import SamplingSettings
 
 MAX_ROUNDS = 3  # rounds of fresh sampling before the draw's flags speak instead
@@ -131,14 +133,14 @@ def unseen_shortfall(results: list[SampleResult], rewards: list[RewardSpec], uns
     ...            for i in range(128)]
     >>> short = unseen_shortfall(results, [RewardSpec(name="m", role="correctness")], set(range(60, 128)))
     >>> short.samples, short.lacking
-    (77, ['0 unseen passes of m'])
+    (77, ['0 passes of m (6 needed)'])
     """
     if len(unseen) == len(results):
         return None
     wanted, lacking = 0, []
     if len(unseen) < DRAW_SIZE:
         wanted = DRAW_SIZE - len(unseen)
-        lacking.append(f"{len(unseen)} unseen samples of the {DRAW_SIZE} to draw")
+        lacking.append(f"{len(unseen)} samples of the {DRAW_SIZE} to draw")
     for name in read_names(rewards)[:1]:
         for outcome in ("pass", "fail"):
             collected = sum(outcome_of(result, name) == outcome for result in results)
@@ -147,7 +149,9 @@ def unseen_shortfall(results: list[SampleResult], rewards: list[RewardSpec], uns
                 continue
             rate = collected / len(results)
             wanted = max(wanted, math.ceil(2 * (MIN_EACH_OUTCOME - have) / rate))
-            lacking.append(f"{have} unseen {outcome}{'es' if outcome == 'pass' else 's'} of {name}")
+            lacking.append(
+                f"{have} {outcome}{'es' if outcome == 'pass' else 's'} of {name} ({MIN_EACH_OUTCOME} needed)"
+            )
     return Shortfall(samples=wanted, lacking=lacking) if wanted else None
 
 
@@ -156,7 +160,7 @@ def _fresh_rows(
 ) -> tuple[list[dict[str, Any]], str]:
     """Up to ``count`` rows to sample: first those whose prompt no read has revealed and none of ``collected``
     holds, then those not collected, then any; with the words for which were taken."""
-    taken = {prompt_key(sample.prompt) for sample in collected}
+    taken = {prompt_digest(sample.prompt) for sample in collected}
     revealed = revealed_prompts()
     if policy.rows is not None:
         rows = policy.rows
@@ -166,19 +170,23 @@ def _fresh_rows(
     column, seen_keys = _prompt_column(policy), set()
     tiers: tuple[list[dict[str, Any]], ...] = ([], [], [])
     for row in rows:
-        key = prompt_key(row.get(column))
+        if column not in row:  # a row that cannot be sampled (the probe checked only its own first ones)
+            continue
+        key = prompt_digest(row[column])
         if key in seen_keys:
             continue
         seen_keys.add(key)
         tiers[2 if key in taken else 1 if key in revealed else 0].append(row)
     chosen = [row for tier in tiers for row in tier][:count]
-    if len(tiers[0]) >= len(chosen):
-        how = "prompts no read had revealed"
-    elif len(tiers[0]) + len(tiers[1]) >= len(chosen):
-        how = f"{len(tiers[0])} prompts no read had revealed and {len(chosen) - len(tiers[0])} read before"
-    else:
-        how = "prompts already sampled, at a new seed (the data has no others)"
-    return chosen, how
+    new_ones = min(len(tiers[0]), len(chosen))
+    read_ones = min(len(tiers[1]), len(chosen) - new_ones)
+    again = len(chosen) - new_ones - read_ones
+    parts = [
+        f"{new_ones} prompts no read had revealed" if new_ones else "",
+        f"{read_ones} prompts read before" if read_ones else "",
+        f"{again} prompts sampled already, at a new seed" if again else "",
+    ]
+    return chosen, " and ".join(part for part in parts if part)
 
 
 def collect_unseen(
@@ -195,7 +203,7 @@ def collect_unseen(
     seen = revealed_keys()
     rounds: list[str] = []
     sources: list[str] = []
-    lacked = ""
+    lacked = failed = ""
     for round_number in range(1, MAX_ROUNDS + 1):
         unseen = {result.id for result in scored.results if content_key(result) not in seen}
         short = unseen_shortfall(scored.results, rewards, unseen)
@@ -203,23 +211,33 @@ def collect_unseen(
         if short is None or policy is None or room < 1:
             break
         lacked = lacked or ", ".join(short.lacking)
-        rows, how = _fresh_rows(policy, samples, min(room, math.ceil(short.samples / policy.n)))
         seed = policy.seed + len(seen) + round_number  # moves on with every read revealed on this state root
         groups = [sample.group for sample in samples if sample.group is not None]
-        fresh, source = sample_policy(
-            policy, rows, seed, progress, should_stop, first_group=max(groups, default=-1) + 1
-        )
+        try:
+            rows, how = _fresh_rows(policy, samples, min(room, math.ceil(short.samples / policy.n)))
+            if not rows:
+                raise SkillError("the data holds no prompt in its prompt column")
+            fresh, source = sample_policy(
+                policy, rows, seed, progress, should_stop, first_group=max(groups, default=-1) + 1
+            )
+        except Cancelled:
+            raise
+        except (SkillError, OSError, ValueError, RuntimeError) as exc:  # the read goes on; its flags ask for more
+            failed = f"fresh samples of the policy could not be collected ({' '.join(str(exc).split())[:300]})"
+            break
         samples = samples + fresh
         scored = score_fresh(rewards, samples, tokenizer)
-        rounds.append(f"{len(fresh)} ({len(rows)} {how} x {policy.n}, seed {seed})")
+        rounds.append(f"{len(fresh)} ({how}, x {policy.n}, seed {seed})")
         sources.append(f"{len(fresh)} more {source}, seed {seed}")
         if progress is not None:
-            progress(1, 3, f"collected {rounds[-1]} fresh samples of the policy")
+            progress(1, 3, f"collected fresh samples of the policy: {rounds[-1]}")
     said = ""
     if rounds:
         said = (
-            f"the samples revealed before on this state root left {lacked}, so fresh samples of the policy were "
-            f"collected: {' then '.join(rounds)}"
+            f"the samples not yet revealed held only {lacked}, so fresh samples of the policy were collected: "
+            f"{' then '.join(rounds)}"
         )
+    if failed:
+        said = f"{said}; then {failed}" if said else f"the samples not yet revealed held only {lacked}; {failed}"
     unseen = {result.id for result in scored.results if content_key(result) not in seen}
     return Unseen(samples=samples, scored=scored, unseen=unseen, said=said, sources=sources)

@@ -7,8 +7,8 @@ is kept by ``content_key``: the prompt and the completion with runs of whitespac
 left out of the key (a column no reward reads must not make a sample new); the cost is that the same completion
 of the same prompt against another reference answer also counts as seen, which only ever makes a read count
 fewer labels. Each line of ``inspections/revealed.jsonl`` is one key with where and to whom it was revealed, and
-the key of its prompt alone (``prompt_key``): an inspection that must collect fresh samples starts from prompts no
-read has revealed (``inspection.fresh_samples``). Owns: ``content_key``, ``prompt_key``, ``record_revealed``,
+the key of its prompt alone (``prompt_digest``): an inspection that must collect fresh samples starts from prompts no
+read has revealed (``inspection.fresh_samples``). Owns: ``content_key``, ``prompt_digest``, ``record_revealed``,
 ``revealed_keys``, ``revealed_prompts``. May import: ``inspection.schema``, ``inspection.reports``, ``state``.
 """
 
@@ -53,11 +53,12 @@ def content_key(sample: SampleResult) -> str:
     return _digest([sample.prompt, sample.completion])
 
 
-def prompt_key(prompt: Any) -> str:
+def prompt_digest(prompt: Any) -> str:
     """What makes a prompt the same prompt to a reader: text or chat messages, whitespace collapsed.
 
-    >>> prompt_key([{"role": "user", "content": "2 + 2?"}]) == prompt_key([{"content": "2 +  2? ", "role": "user"}])
-    True
+    >>> chat = prompt_digest([{"role": "user", "content": "2 + 2?"}])
+    >>> chat == prompt_digest([{"content": "2 +  2? ", "role": "user"}]), chat == prompt_digest("2 + 3?")
+    (True, False)
     """
     return _digest(prompt)
 
@@ -81,7 +82,7 @@ def revealed_keys() -> set[str]:
 
 
 def revealed_prompts() -> set[str]:
-    """The ``prompt_key`` of every prompt with a sample revealed on this state root."""
+    """The ``prompt_digest`` of every prompt with a sample revealed on this state root."""
     return _recorded("prompt")
 
 
@@ -95,7 +96,7 @@ def record_revealed(report: InspectionReport, sample_ids: list[int], reviewer: s
         json.dumps(
             {
                 "key": content_key(by_id[i]),
-                "prompt": prompt_key(by_id[i].prompt),
+                "prompt": prompt_digest(by_id[i].prompt),
                 "inspection": report.id,
                 "sample": i,
                 "reviewer": reviewer,

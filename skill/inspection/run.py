@@ -89,11 +89,11 @@ def _collect(
         ]
         model = decision.measured_on.model if decision.measured_on is not None else None
         probe = route_probe(request.route_decision_id)
+        policy = None if probe is None else policy_of_probe(probe)
+        if policy is not None and decision.evidence is not None:  # the round that passed: the low one, if that was it
+            policy = policy.model_copy(update={"temperature": decision.evidence.temperatures[-1] or policy.temperature})
         return Collected(
-            samples=samples,
-            source=f"route_check probe {request.route_decision_id}",
-            policy_model=model,
-            policy=policy_of_probe(probe) if probe is not None else None,
+            samples=samples, source=f"route_check probe {request.route_decision_id}", policy_model=model, policy=policy
         )
     generate = request.generate
     assert generate is not None
@@ -125,7 +125,8 @@ def inspect_rewards(
 
     The verdict is 'pending' until a reader records a review (record_review). Returns the report as a reader
     may see it before labelling: no score, statistic or probe figure (they are sealed until the labels).
-    ``should_stop`` (checked between sampling batches) cancels a ``generate`` request before anything is stored.
+    ``should_stop`` (checked between sampling batches) cancels a request that samples (``generate``, or fresh samples
+    of a route's policy) before anything is stored.
     """
     started = time.perf_counter()
     reward_fingerprint(request.rewards)  # the allowlist, before any sampling or import

@@ -39,8 +39,8 @@ _NUMBER_TOKEN = re.compile(
 _SLASH_CHAIN = re.compile(r"(?<!\d)\d++(?:\s*+/\s*+\d++){2,}")  # possessive: linear on long digit runs
 # What may separate two numbers of a list of candidates, once dollars, spaces and \text{} are gone.
 _LIST_SEPARATORS = frozenset({",", ";", "or", "and", ",or", ",and", "and/or", "/"})
-# "12 and 3 are 15": two numbers joined by "and" that a verb then takes to a third are the operands of a result.
-_RESULT_AFTER = re.compile(r"\s*(?:are|is|make|makes|equal|equals|give|gives|sum to|add up to|=)\s", re.IGNORECASE)
+# Separators a sentence also names operands with ("add 7 and 9, ... = 16"): see lists_candidates' ``ending``.
+_OPERAND_SEPARATORS = frozenset({",", ";", "and", ",and"})
 # Around a number that is the whole answer: delimiters, \boxed{...}, \text{units}, unit words, "x =".
 _IGNORABLE = re.compile(
     r"\\(?:text|mathrm|mbox|textbf)\s*\{[^{}]*\}|\\boxed|\\fbox|\\[()\[\],;! ]|[A-Za-z]+|[{}$\s.,:;!=]"
@@ -118,15 +118,19 @@ def read_number(answer: str) -> Number | None:
     return number if not _IGNORABLE.sub("", rest) else None
 
 
-def lists_candidates(answer: str) -> bool:
-    """True when the answer offers several different numbers joined as alternatives or a list.
+def lists_candidates(answer: str, ending: bool = False) -> bool:
+    """True when the answer offers several different numbers joined as alternatives or a list. ``ending``: for a
+    reading that takes the last number, a list joined by "," or "and" counts only where it holds that number
+    ("add 7 and 9: 7 + 9 = 16" names operands; "It is 12 and 15." lists); alternatives ("or", "/") always count.
 
     >>> lists_candidates("17, 18 or 19"), lists_candidates("$17, 18$ or $19$"), lists_candidates("11/12/13")
     (True, True, True)
     >>> lists_candidates("1,000"), lists_candidates("3/4"), lists_candidates("18 or 18"), lists_candidates("4 + 5 = 9")
     (False, False, False, False)
-    >>> lists_candidates("12 and 3 are 15."), lists_candidates("It is 12 and 15."), lists_candidates("12 and 3 are")
-    (False, True, True)
+    >>> lists_candidates("12 and 3 are 15."), lists_candidates("12 and 3 are 15.", ending=True)
+    (True, False)
+    >>> lists_candidates("It is 12 and 15.", ending=True), lists_candidates("Either 3 or 4, not 5", ending=True)
+    (True, True)
     """
     answer = answer[-TAIL_CHARS:]
     if _SLASH_CHAIN.search(answer):
@@ -136,9 +140,8 @@ def lists_candidates(answer: str) -> bool:
         gap = re.sub(r"[\s$]|\\text\s*\{|\\,|[{}]|\\", "", answer[before.end() : after.start()]).casefold()
         if gap not in _LIST_SEPARATORS or first.text == second.text or first.value == second.value:
             continue
-        result = found[index + 2][0] if index + 2 < len(found) else None
-        if gap == "and" and result is not None and _RESULT_AFTER.fullmatch(answer[after.end() : result.start()]):
-            continue  # operands: the third number is what they make
+        if ending and gap in _OPERAND_SEPARATORS and index + 2 < len(found):
+            continue  # more numbers follow: operands of what comes after, not candidates for the last number
         return True
     return False
 
@@ -283,7 +286,7 @@ def last_number(text: str) -> str | None:
     """
     text = (text.rsplit("####", 1)[1] if "####" in text else text)[-TAIL_CHARS:]
     sentences = _sentences_with_numbers(text)
-    if (sentences and lists_candidates(sentences[-1])) or lists_candidates(final_statement(text)):
+    if (sentences and lists_candidates(sentences[-1], ending=True)) or lists_candidates(final_statement(text), True):
         return None
     found = numbers_in(text)
     return found[-1][1].text if found else None

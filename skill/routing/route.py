@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skill.data import ANSWER, prompt_columns, raw_sample
 from skill.errors import SkillError
@@ -231,7 +231,10 @@ def load_route(route_id: str) -> tuple[RouteDecision, list[dict[str, Any]]]:
 def route_probe(route_id: str) -> ProbeSpec | None:
     """The probe a measured decision sampled with; None for a decision without one (or saved before probes were)."""
     probe = _route_file(route_id).get("probe")
-    return None if probe is None else ProbeSpec.model_validate(probe)
+    try:
+        return None if probe is None else ProbeSpec.model_validate(probe)
+    except ValidationError:  # saved under another version's contract: the samples stand, the way to draw more not
+        return None
 
 
 def route_for_recipe(route_id: str, model: str, dataset: str, rewards: list[RewardSpec]) -> tuple[RouteDecision, str]:
