@@ -425,6 +425,33 @@ def test_a_route_probed_again_after_a_read_gets_fresh_samples_of_the_policy(tiny
     assert not read.seen_before and read.agreement[0].samples == 60  # (its gate is by_mode's hack flags' to shut)
 
 
+@pytest.mark.slow
+def test_a_read_goes_on_when_its_policy_cannot_be_sampled_again(tiny_model_dir, tmp_path, monkeypatch):
+    """The route inspected again after its read, its model since moved away: the fresh samples cannot be had, and
+    the read goes on with what it has, the draw saying why and the flags asking for more."""
+    import shutil
+
+    from skill.routing.probe import ProbeSpec
+    from skill.routing.route import RouteRequest, route_check
+    from skill.state import STATE_ROOT_ENV
+
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path / "state"))
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    rows = [{"prompt": f"question {i}", "mode": "coin"} for i in range(8)]
+    verifier = RewardSpec(name="rewards_for_tests:by_mode", role="correctness")
+    probe = ProbeSpec(model=str(model), rows=rows, max_new_tokens=6)
+    decision = route_check(RouteRequest(signal="exact_answer", verifier=verifier, probe=probe))
+    first = inspect_rewards(InspectionRequest(rewards=[verifier], route_decision_id=decision.id))
+    labels = {s.id: {"correctness": "pass" if len(s.completion) % 2 == 0 else "fail"} for s in first.samples}
+    record_review(ReviewRequest(report_id=first.id, reviewer="ana", labels=labels))
+    shutil.rmtree(model)
+
+    again = inspect_rewards(InspectionRequest(rewards=[verifier], route_decision_id=decision.id))
+    assert "the samples not yet revealed held only 4 samples of the 60 to draw" in again.draw, again.draw
+    assert "fresh samples of the policy could not be collected (" in again.draw and str(model) in again.draw
+    assert "56 of them revealed before on this state root: their labels will not count" in again.draw
+
+
 def test_emit_records_the_passed_inspection_it_relies_on():
     from skill.hardware.specs import HardwareSpec
     from skill.recipe.emit import RecipeRequest, emit_grpo_config
