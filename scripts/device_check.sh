@@ -24,11 +24,11 @@ fi
 "$PYTHON" -c "import torch, transformers, trl, peft, datasets, pyarrow
 print('torch', torch.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__,
       'peft', peft.__version__, 'datasets', datasets.__version__, 'pyarrow', pyarrow.__version__)" | tee -a "$out/gpu.txt"
-PYTHONPATH=. "$PYTHON" scripts/gpu_memory_check.py --tokenizer "$tokenizer" --work "$work" \
+PYTHONPATH="$PWD" "$PYTHON" scripts/gpu_memory_check.py --tokenizer "$tokenizer" --work "$work" \
   --output "$out/gpu_memory.json" "$@" 2>&1 | tee "$out/gpu_memory.log"
 # Sampling on the device (route_check's and inspect_rewards' engine), on the model the memory check built.
-PYTHONPATH=. "$PYTHON" scripts/gpu_sampling_check.py --model "$work/model" --output "$out/gpu_sampling.json" 2>&1 \
+PYTHONPATH="$PWD" "$PYTHON" scripts/gpu_sampling_check.py --model "$work/model" --output "$out/gpu_sampling.json" 2>&1 \
   | tee "$out/gpu_sampling.log"
 # The product on the card: run_grpo through the worker, LoRA then full, held-out evaluation, a kill and a resume.
-PYTHONPATH=. "$PYTHON" scripts/gpu_run_check.py --tokenizer "$tokenizer" --work "$work" \
+PYTHONPATH="$PWD" "$PYTHON" scripts/gpu_run_check.py --tokenizer "$tokenizer" --work "$work" \
   --output "$out/gpu_run.json" "$@" 2>&1 | tee "$out/gpu_run.log"

@@ -13,7 +13,8 @@ without torch, transformers or TRL.
 Packages, from the faces down (each one's docstring says what it owns and what it may import; the layers:
 docs/architecture.md §2): ``demo`` (the embedded walkthrough; nothing in the core imports it) → ``runs``
 (jobs, worker, health) → ``routing``, ``inspection``, ``recipe`` (the capabilities) → ``memory``, ``timing``
-(the estimates) → ``rewards``, ``hardware``, ``sampling``, ``data``, ``models`` → ``state``, ``errors``,
+(the estimates) → ``rewards``, ``hardware``, ``sampling``, ``data``, ``models`` → ``absolute_paths`` (paths a
+caller names relative to its folder, made absolute for the processes that read them) → ``state``, ``errors``,
 ``intervals`` (the statistics the tools decide on), ``hub_errors`` (a failed Hub access in words a user can act
 on), ``python_source`` (Python source parsed one thread at a time), ``grpo_fields`` (GRPOConfig keywords read
 with the target GRPOConfig's own defaults), ``markdown`` (text in generated tables).

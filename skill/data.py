@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from skill.absolute_paths import LocalOrNamed
 from skill.errors import SkillError
 from skill.hub_errors import hub_failure, hub_unreachable, offline_hub, unreachable_failure
 from skill.state import state_dir
@@ -72,7 +73,7 @@ class DatasetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
-    name: str = Field(
+    name: LocalOrNamed = Field(
         description="Hugging Face dataset id, a local .jsonl/.json/.csv/.parquet file, or 'embedded:addition'."
     )
     config: str | None = Field(

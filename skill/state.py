@@ -31,8 +31,8 @@ def state_root() -> Path:
     True
     """
     configured = os.environ.get(STATE_ROOT_ENV)
-    if configured:
-        root = Path(configured).expanduser()
+    if configured:  # absolute: a relative root would name another folder in a worker's run directory
+        root = Path(os.path.abspath(Path(configured).expanduser()))
     else:
         data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         root = Path(data_home) / "grpo-rlvr"

@@ -171,6 +171,7 @@ def test_function_level_imports_of_the_project_say_why():
 LAYERS = (
     ("errors", "intervals", "python_source", "grpo_fields", "markdown"),
     ("state", "skill", "hub_errors"),  # ``skill`` is the package face; modules read only its __version__
+    ("absolute_paths",),
     ("data", "models"),
     ("sampling", "hardware", "rewards"),
     ("timing",),

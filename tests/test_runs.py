@@ -258,3 +258,45 @@ def test_a_model_without_a_shape_blocks_only_an_unforced_run(tiny_model_dir, dat
     status = run_grpo(RunRequest(recipe=neox_recipe, force=True, force_reason="NeoX: memory checked by hand"))
     checks = read_record(run_dir(status.run_id)).checks
     assert any(line.startswith("Memory not checked (forced): ") and "gpt_neox" in line for line in checks)
+
+
+@pytest.mark.slow
+def test_a_run_named_by_relative_paths_trains_from_any_directory(tiny_model_dir, dataset, tmp_path):
+    """A user in their project folder: the model, the data and the state root named relative to it, and
+    PYTHONPATH=. set. The worker runs with the run directory as its working directory; the paths were resolved at
+    the request and the engine hands it absolute ones, so the run trains."""
+    import shutil
+    import subprocess
+    import sys
+
+    work = tmp_path / "project"
+    shutil.copytree(tiny_model_dir, work / "model")
+    shutil.copy(dataset, work / "data.jsonl")
+    request = {
+        "model": {"name": "model"},
+        "hardware": {"accelerator": "cpu"},
+        "method": "full",
+        "rewards": [spec.model_dump(mode="json") for spec in REWARDS],
+        "dataset": {"name": "data.jsonl", "columns": ["answer"]},
+        "overrides": {"per_device_train_batch_size": 8, "max_completion_length": 8, "beta": 0.0},
+        "max_steps": 1,
+    }
+    (work / "request.json").write_text(json.dumps(request))
+    environment = {**os.environ, STATE_ROOT_ENV: "state", "PYTHONPATH": "."}
+    cli = [sys.executable, "-m", "server.cli"]
+
+    def run(*arguments: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*cli, *arguments], cwd=work, env=environment, capture_output=True, text=True)
+
+    with pytest.MonkeyPatch.context() as patch:  # the read, on the same state root, absolutely named
+        patch.setenv(STATE_ROOT_ENV, str(work / "state"))
+        pass_inspection(REWARDS)
+    emitted = run("config", "--request", "request.json", "--output", "json")
+    assert emitted.returncode == 0, emitted.stderr
+    recipe = json.loads(emitted.stdout)
+    assert recipe["model"]["name"] == str(work / "model") and recipe["dataset"]["name"] == str(work / "data.jsonl")
+    (work / "recipe.json").write_text(emitted.stdout)
+    started = run("run", "recipe.json", "--run-id", "relative-paths")
+    assert started.returncode == 0, started.stderr
+    waited = run("status", "relative-paths", "--wait", "300")
+    assert "succeeded" in waited.stdout, (waited.stdout, (work / "state/runs/relative-paths/train.log").read_text())

@@ -7,7 +7,7 @@ fingerprints them again and refuses when a file changed in between. The server i
 user's reward module for an inspection, and a reward that exits the process (``sys.exit``, ``os._exit``
 on model output) ends the child, not the server.
 
-The child's import path is the parent's (``PYTHONPATH``), so both find the same modules.
+The child's import path is the parent's (``absolute_paths``), so both find the same modules.
 
 Owns: ``score_fresh`` and the child's ``main``. May import: ``inspection`` (fingerprint, hack_probes,
 schema), ``rewards``, ``errors``.
@@ -16,7 +16,6 @@ schema), ``rewards``, ``errors``.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from skill.absolute_paths import child_environment
 from skill.errors import SkillError
 from skill.inspection.hack_probes import probe_rewards
 from skill.inspection.schema import Flag, ProbeResult, SampleResult, SuppliedSample
@@ -187,10 +187,6 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _import_path() -> str:
-    return os.pathsep.join(os.path.abspath(entry or os.curdir) for entry in sys.path)
-
-
 def score_fresh(specs: list[RewardSpec], samples: list[SuppliedSample], model: str | None = None) -> Scored:
     """Score the samples and probe the rewards in a fresh Python process (see the module docstring); ``model``'s
     tokenizer, when on this machine, gives the rewards their ``completion_ids``."""
@@ -206,7 +202,7 @@ def score_fresh(specs: list[RewardSpec], samples: list[SuppliedSample], model: s
             [sys.executable, "-m", "skill.inspection.scoring", str(job), str(out)],
             capture_output=True,
             text=True,
-            env={**os.environ, "PYTHONPATH": _import_path()},
+            env=child_environment(),
             stdin=subprocess.DEVNULL,
             check=False,
         )

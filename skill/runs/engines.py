@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Literal, Protocol
 
+from skill.absolute_paths import child_environment
 from skill.recipe.launching.launch import launch_files
 from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT, starts_vllm_server
 from skill.recipe.launching.node_script import SERVER_DIED_EXIT, VLLM_LOG
@@ -104,10 +105,11 @@ def free_port() -> int:
 
 
 def launch_environment(directory: Path) -> dict[str, str]:
-    """What a run's launcher (and so every rank) gets: this environment, with this interpreter's accelerate, trl and
+    """What a run's launcher (and so every rank) gets: this environment with its import path and state root
+    absolute (the worker runs in the run directory: ``absolute_paths``), this interpreter's accelerate, trl and
     python first on PATH (active or not), unbuffered output, and a rehearsal's settings (``runs.rehearsal``)."""
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path, **rehearsal_environment(directory)}
+    return {**child_environment(), "PYTHONUNBUFFERED": "1", "PATH": path, **rehearsal_environment(directory)}
 
 
 class ProcessEngine:
