@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -24,7 +25,7 @@ from skill.recipe.deciding.evaluation_plan import EvaluationPlan
 from skill.recipe.deciding.memory_request import memory_request
 from skill.recipe.emit import RecipeRequest, emit_grpo_config
 from skill.recipe.launching.launch import launch_files, with_sharding, write_launch_files
-from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT, SCRIPT_FILE
+from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT, SCRIPT_FILE, SLURM_SCRIPT
 from skill.recipe.launching.script import needed_packages
 from skill.recipe.schema import ModelSpec
 from skill.runs.checks import check_memory, check_packages
@@ -67,14 +68,22 @@ def test_the_caller_chooses_the_sharding_in_emit_and_it_is_refused_as_a_grpo_fie
         gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 1, sharding="zero3")
 
 
-def test_a_hand_launched_server_plan_trains_against_the_port_its_server_was_started_on():
-    """launch_node.sh and slurm.sbatch start the server on VLLM_PORT; the rendered train_grpo.py read nothing and
-    waited on :8000 until it died."""
+def test_a_hand_launched_server_plan_trains_against_the_ports_its_server_was_started_on():
+    """launch_node.sh and slurm.sbatch start the server on a port of their own and pick the weight-sync group's; the
+    rendered train_grpo.py reads both (it once read nothing and waited on :8000 until it died). Neither is named
+    VLLM_PORT, which vLLM reads itself for its internal ports."""
     recipe = gpu_recipe("Qwen/Qwen2.5-1.5B-Instruct", "H100", 8)
     plan = launch_files(recipe)
-    assert "--port $VLLM_PORT" in plan.files[NODE_SCRIPT]
-    assert config_kwargs(plan.files[SCRIPT_FILE])["vllm_server_port"] == 8000  # none set: the plan's default
-    assert config_kwargs(plan.files[SCRIPT_FILE], {"VLLM_PORT": "41234"})["vllm_server_port"] == 41234
+    assert "--port $GRPO_RLVR_VLLM_PORT" in plan.files[NODE_SCRIPT]
+    assert "export GRPO_RLVR_VLLM_PORT GRPO_RLVR_VLLM_GROUP_PORT" in plan.files[NODE_SCRIPT]
+    assert "GRPO_RLVR_VLLM_GROUP_PORT=${GRPO_RLVR_VLLM_GROUP_PORT:-$(" in plan.files[SLURM_SCRIPT]
+    assert not re.search(r"(?<![A-Z_])VLLM_PORT", plan.files[NODE_SCRIPT] + plan.files[SLURM_SCRIPT])
+    defaults = config_kwargs(plan.files[SCRIPT_FILE])  # none set: TRL's defaults
+    assert (defaults["vllm_server_port"], defaults["vllm_group_port"]) == (8000, 51216)
+    picked = config_kwargs(
+        plan.files[SCRIPT_FILE], {"GRPO_RLVR_VLLM_PORT": "41234", "GRPO_RLVR_VLLM_GROUP_PORT": "41235"}
+    )
+    assert (picked["vllm_server_port"], picked["vllm_group_port"]) == (41234, 41235)
 
 
 def test_launch_node_gives_the_plan_the_devices_the_node_was_given(tmp_path):

@@ -37,7 +37,7 @@ from typing import Literal, Protocol
 
 from skill.absolute_paths import child_environment
 from skill.recipe.launching.launch import launch_files
-from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT, starts_vllm_server
+from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT, PORT_ENVIRONMENT, starts_vllm_server
 from skill.recipe.launching.node_script import SERVER_DIED_EXIT, VLLM_LOG
 from skill.recipe.schema import GRPORecipe
 from skill.runs.rehearsal import rehearsal_environment
@@ -144,7 +144,7 @@ class ProcessEngine:
         recipe = read_recipe(directory)
         record.engine, record.ports = self.name, self.ports(recipe)
         record.command = self.command(directory, resume)
-        ports = {f"{role.upper()}_PORT": str(port) for role, port in record.ports.items()}
+        ports = {PORT_ENVIRONMENT[role]: str(port) for role, port in record.ports.items()}
         log = (directory / "train.log").open("a")
         child = subprocess.Popen(
             record.command,
@@ -239,8 +239,8 @@ class AccelerateEngine(ProcessEngine):
 
     def ports(self, recipe: GRPORecipe) -> dict[str, int]:
         ports = {"main_process": free_port()}
-        if starts_vllm_server(recipe):
-            ports["vllm"] = free_port()
+        if starts_vllm_server(recipe):  # the server's, and its weight-sync group's: TRL's 51216 would be every run's
+            ports["vllm"], ports["vllm_group"] = free_port(), free_port()
         return ports
 
     def log_paths(self, directory: Path) -> list[Path]:

@@ -43,7 +43,7 @@ from typing import Any
 from skill.inspection.gate import open_gate
 from skill.models.sources import resolve_model_path
 from skill.recipe.checking.trl_contract import build_grpo_config
-from skill.recipe.launching.launch_commands import VLLM_PORT_ENV, uses_vllm_server
+from skill.recipe.launching.launch_commands import VLLM_GROUP_PORT_ENV, VLLM_PORT_ENV, uses_vllm_server
 from skill.recipe.schema import GRPORecipe
 from skill.rewards.registry import build_reward_functions
 from skill.runs import checkpoint_request
@@ -92,13 +92,17 @@ def launched_world_size() -> int:
 
 
 def engine_settings(environ: Mapping[str, str], server: bool) -> dict[str, Any]:
-    """GRPOConfig values the engine decided for this attempt: the vLLM server's port it picked (``VLLM_PORT``, which
-    the accelerate engine sets and slurm.sbatch picks on node 0), for a plan with a server.
+    """GRPOConfig values the engine decided for this attempt: the vLLM server's port and the weight-sync group's it
+    picked (which the accelerate engine sets and slurm.sbatch picks on node 0), for a plan with a server.
 
-    >>> engine_settings({"VLLM_PORT": "40002"}, server=True), engine_settings({"VLLM_PORT": "40002"}, server=False)
-    ({'vllm_server_port': 40002}, {})
+    >>> picked = {"GRPO_RLVR_VLLM_PORT": "40002", "GRPO_RLVR_VLLM_GROUP_PORT": "40003"}
+    >>> engine_settings(picked, server=True), engine_settings(picked, server=False)
+    ({'vllm_server_port': 40002, 'vllm_group_port': 40003}, {})
     """
-    return {"vllm_server_port": int(environ[VLLM_PORT_ENV])} if server and environ.get(VLLM_PORT_ENV) else {}
+    if not server:
+        return {}
+    named = {"vllm_server_port": VLLM_PORT_ENV, "vllm_group_port": VLLM_GROUP_PORT_ENV}
+    return {field: int(environ[variable]) for field, variable in named.items() if environ.get(variable)}
 
 
 def _die_with_launcher() -> None:

@@ -31,9 +31,20 @@ SCRIPT_TRAINER = f"{SCRIPT_FILE} --output-dir grpo-output"
 # records them in run.json.
 MAIN_PROCESS_PORT = 29500
 VLLM_PORT = int(grpo_config_defaults()["vllm_server_port"])
-# Where a launcher says which port it started the vLLM server on (launch_node.sh, slurm.sbatch, run_grpo's engines);
-# the trainer reads it: the rendered script and the worker alike.
-VLLM_PORT_ENV = "VLLM_PORT"
+VLLM_GROUP_PORT = int(grpo_config_defaults()["vllm_group_port"])
+# Where a launcher says which port it started the vLLM server on, and which the trainer's weight-sync group with it
+# takes (launch_node.sh, slurm.sbatch, run_grpo's engines); the trainer reads both: the rendered script and the
+# worker alike. Names of the project's own: vLLM reads VLLM_PORT itself, for its internal ports, and warns of any
+# other VLLM_* name it does not know.
+VLLM_PORT_ENV = "GRPO_RLVR_VLLM_PORT"
+VLLM_GROUP_PORT_ENV = "GRPO_RLVR_VLLM_GROUP_PORT"
+# The variable each port a run_grpo engine picks is handed over in, by its role in run.json's ports.
+PORT_ENVIRONMENT = {
+    "master": "MASTER_PORT",
+    "main_process": "MAIN_PROCESS_PORT",
+    "vllm": VLLM_PORT_ENV,
+    "vllm_group": VLLM_GROUP_PORT_ENV,
+}
 
 
 def uses_vllm_server(recipe: GRPORecipe) -> bool:

@@ -4,7 +4,8 @@
 has one (its output in ``vllm_server.log``), waits for its ``/health`` on every node, then runs ``accelerate
 launch`` with the plan's config and the trainer it was given (the rendered script by default; run_grpo passes the
 worker). While both run, whichever ends first ends the node: a server that dies stops the trainers and exits with
-``SERVER_DIED_EXIT`` after printing its last lines. The ports come from ``MAIN_PROCESS_PORT`` / ``VLLM_PORT`` when
+``SERVER_DIED_EXIT`` after printing its last lines. The ports come from ``MAIN_PROCESS_PORT`` and the
+``launch_commands.PORT_ENVIRONMENT`` names when
 set (run_grpo picks free ones per run).
 
 May import: ``recipe.schema`` (types), ``recipe.launching.launch_commands``, ``recipe.checking.plan_checks``,
@@ -21,6 +22,9 @@ from skill.recipe.launching.launch_commands import (
     CONFIG_FILE,
     MAIN_PROCESS_PORT,
     SCRIPT_TRAINER,
+    VLLM_GROUP_PORT,
+    VLLM_GROUP_PORT_ENV,
+    VLLM_PORT_ENV,
     starts_vllm_server,
     vllm_command,
 )
@@ -77,13 +81,13 @@ def _server_lines(recipe: GRPORecipe, devices: str) -> list[str]:
     """Node 0 starts the vLLM server (its output in vllm_server.log); every node waits for its /health."""
     return [
         'if [ "$NODE_RANK" -eq 0 ]; then',
-        f"  {devices}{vllm_command(recipe, '$VLLM_PORT')} > {VLLM_LOG} 2>&1 &",
+        f"  {devices}{vllm_command(recipe, '$' + VLLM_PORT_ENV)} > {VLLM_LOG} 2>&1 &",
         "  VLLM_PID=$!",
         "  trap 'kill \"$VLLM_PID\" 2>/dev/null || true' EXIT",
         "fi",
         "# Every node waits for the server: rank 0 (node 0) syncs weights with it before the first step, and",
         "# a slow model load must not outlast torchrun's rendezvous.",
-        "HEALTH=http://$MAIN_PROCESS_IP:$VLLM_PORT/health",
+        f"HEALTH=http://$MAIN_PROCESS_IP:${VLLM_PORT_ENV}/health",
         "WAITED=0",
         "until python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \"$HEALTH\" "
         "2>/dev/null; do",
@@ -142,7 +146,8 @@ def _header(recipe: GRPORecipe, sharding: Sharding, server: str) -> list[str]:
         f"{on_cpu}{server}. Written by grpo-rlvr.",
         "# On every node: NODE_RANK=<rank> MAIN_PROCESS_IP=<node 0 address> bash launch_node.sh [TRAINER ...]",
         f"# TRAINER defaults to `{SCRIPT_TRAINER}`; run_grpo passes `-m skill.runs.worker RUN_DIR`.",
-        "# MAIN_PROCESS_PORT and VLLM_PORT may be set to free ports (run_grpo picks them per run).",
+        f"# MAIN_PROCESS_PORT, {VLLM_PORT_ENV} and {VLLM_GROUP_PORT_ENV} may be set to free ports (run_grpo picks them",
+        "# per run).",
         "set -euo pipefail",
         'cd "$(dirname "$0")"',
         "# Slurm's checkpoint request (sbatch --signal=USR1) is for the trainers (the worker saves one): this shell,",
@@ -151,7 +156,9 @@ def _header(recipe: GRPORecipe, sharding: Sharding, server: str) -> list[str]:
         "NODE_RANK=${NODE_RANK:-${SLURM_NODEID:-0}}",
         "MAIN_PROCESS_IP=${MAIN_PROCESS_IP:-127.0.0.1}",
         f"MAIN_PROCESS_PORT=${{MAIN_PROCESS_PORT:-{MAIN_PROCESS_PORT}}}",
-        f"VLLM_PORT=${{VLLM_PORT:-{port}}}",
+        f"{VLLM_PORT_ENV}=${{{VLLM_PORT_ENV}:-{port}}}",
+        f"{VLLM_GROUP_PORT_ENV}=${{{VLLM_GROUP_PORT_ENV}:-{VLLM_GROUP_PORT}}}",
+        f"export {VLLM_PORT_ENV} {VLLM_GROUP_PORT_ENV}  # the trainer reads the ports the server was started with",
         f'if [ $# -gt 0 ]; then TRAINER=("$@"); else TRAINER=({SCRIPT_TRAINER}); fi',
     ]
 

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING
 
 from skill.models.sources import is_embedded
 from skill.recipe.deciding.tracking import tracker_needs
-from skill.recipe.launching.launch_commands import VLLM_PORT, VLLM_PORT_ENV, launch_commands, starts_vllm_server
+from skill.recipe.launching.launch_commands import (
+    VLLM_GROUP_PORT,
+    VLLM_GROUP_PORT_ENV,
+    VLLM_PORT,
+    VLLM_PORT_ENV,
+    launch_commands,
+    starts_vllm_server,
+)
 
 if TYPE_CHECKING:
     from skill.recipe.schema import GRPORecipe
@@ -44,17 +51,20 @@ def _launch_doc(recipe: GRPORecipe) -> list[str]:
 
 def _config_code(recipe: GRPORecipe) -> list[str]:
     """Every GRPOConfig keyword, each with the reason it has its value. A plan that starts its own vLLM server reads
-    the server's port from ``VLLM_PORT``, where launch_node.sh and slurm.sbatch started it."""
+    the server's port and the weight-sync group's from the variables launch_node.sh and slurm.sbatch set
+    (``launch_commands.VLLM_PORT_ENV``, ``VLLM_GROUP_PORT_ENV``)."""
     reasons = {reason.field: reason.reason for reason in recipe.reasons}
     stated = recipe.grpo.stated()
     lines = []
     if starts_vllm_server(recipe):
-        port = stated.pop("vllm_server_port", None)
-        default = f"{port!r}" if port is not None else f"{VLLM_PORT!r}"
-        lines.append(
-            f'        vllm_server_port=int(os.environ.get("{VLLM_PORT_ENV}", {default})),'
-            f"  # the port launch_node.sh started the server on"
-        )
+        port = stated.pop("vllm_server_port", VLLM_PORT)
+        group = stated.pop("vllm_group_port", VLLM_GROUP_PORT)
+        lines += [
+            f'        vllm_server_port=int(os.environ.get("{VLLM_PORT_ENV}", {port!r})),'
+            "  # the port launch_node.sh started the server on",
+            f'        vllm_group_port=int(os.environ.get("{VLLM_GROUP_PORT_ENV}", {group!r})),'
+            "  # the weight-sync group's, picked with it",
+        ]
     for field, value in sorted(stated.items()):
         comment = f"  # {reasons[field]}" if field in reasons else ""
         lines.append(f"        {field}={value!r},{comment}")

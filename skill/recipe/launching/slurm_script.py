@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from skill.hardware.layout import node_layouts
-from skill.recipe.launching.launch_commands import NODE_SCRIPT
+from skill.recipe.launching.launch_commands import NODE_SCRIPT, VLLM_GROUP_PORT_ENV, VLLM_PORT_ENV
 
 if TYPE_CHECKING:
     from skill.recipe.schema import GRPORecipe
@@ -183,8 +183,9 @@ def slurm_script(recipe: GRPORecipe, settings: SlurmSettings | None = None) -> s
             'FIRST_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',
             'MAIN_PROCESS_IP=$(scontrol show node "$FIRST_NODE" | sed -n "s/.*NodeAddr=\\([^ ]*\\).*/\\1/p")',
             f"MAIN_PROCESS_PORT=${{MAIN_PROCESS_PORT:-$({FREE_PORT})}}",
-            f"VLLM_PORT=${{VLLM_PORT:-$({FREE_PORT})}}",
-            "export MAIN_PROCESS_IP MAIN_PROCESS_PORT VLLM_PORT",
+            f"{VLLM_PORT_ENV}=${{{VLLM_PORT_ENV}:-$({FREE_PORT})}}",
+            f"{VLLM_GROUP_PORT_ENV}=${{{VLLM_GROUP_PORT_ENV}:-$({FREE_PORT})}}",
+            f"export MAIN_PROCESS_IP MAIN_PROCESS_PORT {VLLM_PORT_ENV} {VLLM_GROUP_PORT_ENV}",
             'echo "slurm job ${SLURM_JOB_ID:-}: node 0 is $FIRST_NODE ($MAIN_PROCESS_IP:$MAIN_PROCESS_PORT)"',
             "# One task per node (its machine rank is SLURM_NODEID); one failing ends them all.",
             "CPUS=${SLURM_CPUS_PER_TASK:-${SLURM_CPUS_ON_NODE:-1}}",

@@ -57,7 +57,8 @@ def main() -> None:
     peft_config = None  # full fine-tune
     config = GRPOConfig(
         output_dir=args.output_dir,
-        vllm_server_port=int(os.environ.get("VLLM_PORT", 8000)),  # the port launch_node.sh started the server on
+        vllm_server_port=int(os.environ.get("GRPO_RLVR_VLLM_PORT", 8000)),  # the port launch_node.sh started the server on
+        vllm_group_port=int(os.environ.get("GRPO_RLVR_VLLM_GROUP_PORT", 51216)),  # the weight-sync group's, picked with it
         beta=0.01,  # seed recipe: a light KL anchor to the reference model; beta > 0 in a full fine-tune loads a frozen float32 reference copy (GRPOTrainer builds it in the policy's dtype): 5.8 GiB per GPU under DDP (sharded like the policy under ZeRO-3/FSDP), plus its forward pass every step. The alternative is beta=0 (TRL 1.16's default; DAPO trains without a KL term): no reference, cheaper steps, and the policy is held only by the clip and a small learning rate; keep beta when the reward is not fully trusted or the run is long
         bf16=True,  # bf16 autocast: matmuls run in bf16 (Ampere or newer); weights keep their load dtype
         disable_dropout=True,  # dropout makes policy and reference log-probs disagree on the same tokens

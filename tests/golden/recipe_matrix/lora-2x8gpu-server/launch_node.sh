@@ -2,7 +2,8 @@
 # Qwen/Qwen2.5-1.5B-Instruct (lora), ddp: 15 trainer(s), vLLM on 1 GPU(s) of node 0. Written by grpo-rlvr.
 # On every node: NODE_RANK=<rank> MAIN_PROCESS_IP=<node 0 address> bash launch_node.sh [TRAINER ...]
 # TRAINER defaults to `train_grpo.py --output-dir grpo-output`; run_grpo passes `-m skill.runs.worker RUN_DIR`.
-# MAIN_PROCESS_PORT and VLLM_PORT may be set to free ports (run_grpo picks them per run).
+# MAIN_PROCESS_PORT, GRPO_RLVR_VLLM_PORT and GRPO_RLVR_VLLM_GROUP_PORT may be set to free ports (run_grpo picks them
+# per run).
 set -euo pipefail
 cd "$(dirname "$0")"
 # Slurm's checkpoint request (sbatch --signal=USR1) is for the trainers (the worker saves one): this shell,
@@ -11,7 +12,9 @@ trap '' USR1
 NODE_RANK=${NODE_RANK:-${SLURM_NODEID:-0}}
 MAIN_PROCESS_IP=${MAIN_PROCESS_IP:-127.0.0.1}
 MAIN_PROCESS_PORT=${MAIN_PROCESS_PORT:-29500}
-VLLM_PORT=${VLLM_PORT:-8000}
+GRPO_RLVR_VLLM_PORT=${GRPO_RLVR_VLLM_PORT:-8000}
+GRPO_RLVR_VLLM_GROUP_PORT=${GRPO_RLVR_VLLM_GROUP_PORT:-51216}
+export GRPO_RLVR_VLLM_PORT GRPO_RLVR_VLLM_GROUP_PORT  # the trainer reads the ports the server was started with
 if [ $# -gt 0 ]; then TRAINER=("$@"); else TRAINER=(train_grpo.py --output-dir grpo-output); fi
 NUM_MACHINES=2
 # The packages this plan needs beyond the core install (module=requirement), checked before anything starts.
@@ -45,13 +48,13 @@ else
   LOCAL_TRAINERS=8
 fi
 if [ "$NODE_RANK" -eq 0 ]; then
-  CUDA_VISIBLE_DEVICES="$(given_devices 0)" trl vllm-serve --model Qwen/Qwen2.5-1.5B-Instruct --tensor-parallel-size 1 --port $VLLM_PORT --max-model-len 768 > vllm_server.log 2>&1 &
+  CUDA_VISIBLE_DEVICES="$(given_devices 0)" trl vllm-serve --model Qwen/Qwen2.5-1.5B-Instruct --tensor-parallel-size 1 --port $GRPO_RLVR_VLLM_PORT --max-model-len 768 > vllm_server.log 2>&1 &
   VLLM_PID=$!
   trap 'kill "$VLLM_PID" 2>/dev/null || true' EXIT
 fi
 # Every node waits for the server: rank 0 (node 0) syncs weights with it before the first step, and
 # a slow model load must not outlast torchrun's rendezvous.
-HEALTH=http://$MAIN_PROCESS_IP:$VLLM_PORT/health
+HEALTH=http://$MAIN_PROCESS_IP:$GRPO_RLVR_VLLM_PORT/health
 WAITED=0
 until python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' "$HEALTH" 2>/dev/null; do
   if [ -n "${VLLM_PID:-}" ] && ! kill -0 "$VLLM_PID" 2>/dev/null; then

@@ -62,7 +62,8 @@ def main() -> None:
     )
     config = GRPOConfig(
         output_dir=args.output_dir,
-        vllm_server_port=int(os.environ.get("VLLM_PORT", 8000)),  # the port launch_node.sh started the server on
+        vllm_server_port=int(os.environ.get("GRPO_RLVR_VLLM_PORT", 8000)),  # the port launch_node.sh started the server on
+        vllm_group_port=int(os.environ.get("GRPO_RLVR_VLLM_GROUP_PORT", 51216)),  # the weight-sync group's, picked with it
         beta=0.01,  # seed recipe: a light KL anchor to the reference model
         bf16=True,  # bf16 autocast: matmuls run in bf16 (Ampere or newer); weights keep their load dtype
         disable_dropout=True,  # dropout makes policy and reference log-probs disagree on the same tokens

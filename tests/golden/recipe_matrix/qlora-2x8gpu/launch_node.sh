@@ -2,7 +2,8 @@
 # Qwen/Qwen2.5-1.5B-Instruct (qlora), ddp: 16 trainer(s). Written by grpo-rlvr.
 # On every node: NODE_RANK=<rank> MAIN_PROCESS_IP=<node 0 address> bash launch_node.sh [TRAINER ...]
 # TRAINER defaults to `train_grpo.py --output-dir grpo-output`; run_grpo passes `-m skill.runs.worker RUN_DIR`.
-# MAIN_PROCESS_PORT and VLLM_PORT may be set to free ports (run_grpo picks them per run).
+# MAIN_PROCESS_PORT, GRPO_RLVR_VLLM_PORT and GRPO_RLVR_VLLM_GROUP_PORT may be set to free ports (run_grpo picks them
+# per run).
 set -euo pipefail
 cd "$(dirname "$0")"
 # Slurm's checkpoint request (sbatch --signal=USR1) is for the trainers (the worker saves one): this shell,
@@ -11,7 +12,9 @@ trap '' USR1
 NODE_RANK=${NODE_RANK:-${SLURM_NODEID:-0}}
 MAIN_PROCESS_IP=${MAIN_PROCESS_IP:-127.0.0.1}
 MAIN_PROCESS_PORT=${MAIN_PROCESS_PORT:-29500}
-VLLM_PORT=${VLLM_PORT:-8000}
+GRPO_RLVR_VLLM_PORT=${GRPO_RLVR_VLLM_PORT:-8000}
+GRPO_RLVR_VLLM_GROUP_PORT=${GRPO_RLVR_VLLM_GROUP_PORT:-51216}
+export GRPO_RLVR_VLLM_PORT GRPO_RLVR_VLLM_GROUP_PORT  # the trainer reads the ports the server was started with
 if [ $# -gt 0 ]; then TRAINER=("$@"); else TRAINER=(train_grpo.py --output-dir grpo-output); fi
 NUM_MACHINES=2
 # The packages this plan needs beyond the core install (module=requirement), checked before anything starts.
