@@ -3,7 +3,7 @@
 Prints and writes which engine ``auto`` chose, the device and dtype it sampled in (a GPU: bf16), and the
 throughput of 8 addition prompts x 8 completions x 64 tokens, after one warm-up call. On a CPU (the tiny test of
 tests/target/test_device_check.py) the same flow runs in the weights' dtype.
-Run: PYTHONPATH=. python scripts/gpu_sampling_check.py --model DIR --output FILE
+Run: PYTHONPATH="$PWD" python scripts/gpu_sampling_check.py --model DIR --output FILE
 """
 
 from __future__ import annotations

@@ -132,6 +132,7 @@ class GRPOFields:
     use_vllm: bool
     vllm_enable_sleep_mode: bool
     vllm_gpu_memory_utilization: float
+    vllm_group_port: int
     vllm_importance_sampling_correction: bool
     vllm_importance_sampling_mode: str
     vllm_max_model_length: int | None

@@ -31,11 +31,12 @@ def state_root() -> Path:
     True
     """
     configured = os.environ.get(STATE_ROOT_ENV)
-    if configured:  # absolute: a relative root would name another folder in a worker's run directory
-        root = Path(os.path.abspath(Path(configured).expanduser()))
+    if configured:
+        root = Path(configured).expanduser()
     else:
         data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
         root = Path(data_home) / "grpo-rlvr"
+    root = Path(os.path.abspath(root))  # a relative root would name another folder in a worker's run directory
     root.mkdir(parents=True, exist_ok=True)
     return root
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from skill.absolute_paths import LocalOrNamed
+from skill.absolute_paths import LocalModelOrNamed
 from skill.data import DatasetSpec
 from skill.models.sources import EMBEDDED_MODEL_ID
 from skill.rewards.spec import RewardSpec
@@ -32,7 +32,7 @@ class GenerateSamples(BaseModel):
 
     model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
-    model: LocalOrNamed = Field(
+    model: LocalModelOrNamed = Field(
         default=EMBEDDED_MODEL_ID, description="A hub id, a local model directory or the embedded id."
     )
     rows: list[dict[str, Any]] | None = Field(default=None, description="Rows with the prompt and reward columns.")
@@ -67,7 +67,7 @@ class InspectionRequest(BaseModel):
     route_decision_id: str | None = Field(default=None, description="Reuse a route_check probe's samples.")
     samples_of: str | None = Field(default=None, description="Reuse an earlier inspection's samples and labels.")
     generate: GenerateSamples | None = None
-    tokenizer: LocalOrNamed | None = Field(
+    tokenizer: LocalModelOrNamed | None = Field(
         default=None,
         description="The model whose tokenizer gives rewards completion_ids (default: generate's model, else "
         "4-character pseudo-ids).",

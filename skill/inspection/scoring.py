@@ -202,7 +202,7 @@ def score_fresh(specs: list[RewardSpec], samples: list[SuppliedSample], model: s
             [sys.executable, "-m", "skill.inspection.scoring", str(job), str(out)],
             capture_output=True,
             text=True,
-            env=child_environment(),
+            env=child_environment(whole_import_path=True),
             stdin=subprocess.DEVNULL,
             check=False,
         )

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
-from skill.absolute_paths import LocalOrNamed
+from skill.absolute_paths import LocalModelOrNamed
 from skill.data import DatasetSpec
 from skill.errors import SkillError
 from skill.grpo_fields import GRPOFields
@@ -33,7 +33,7 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a misspelled field is an error; NaN/inf refused
 
-    name: LocalOrNamed = Field(
+    name: LocalModelOrNamed = Field(
         default=EMBEDDED_MODEL_ID,
         description=f"Hugging Face id, local directory, or '{EMBEDDED_MODEL_ID}' (the embedded default).",
     )

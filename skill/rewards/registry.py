@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skill.absolute_paths import REWARD_PATHS_ENV
 from skill.errors import SkillError
 from skill.rewards.base import (
     AsyncGuardedUserReward,
@@ -43,7 +44,7 @@ from skill.rewards.spec import RewardRole, RewardSpec
 from skill.rewards.trl_inputs import TRL_ALWAYS_PASSES, TRL_WITHHELD_COLUMNS, check_column_names
 
 ALLOWED_MODULES_ENV = "GRPO_RLVR_REWARD_MODULES"
-ALLOWED_PATHS_ENV = "GRPO_RLVR_REWARD_PATHS"
+ALLOWED_PATHS_ENV = REWARD_PATHS_ENV  # declared where child processes get it absolute
 PROJECT_REWARD_PACKAGE = "skill.rewards"
 # Where a caller reads every library reward, its params, the columns it reads and an example (scripts/generate.py).
 CATALOGUE = "references/reward-functions.md, served as grpo://references/reward-functions.md"

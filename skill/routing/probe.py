@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from skill.absolute_paths import LocalOrNamed
+from skill.absolute_paths import LocalModelOrNamed
 from skill.data import DatasetSpec, load_rows
 from skill.errors import SkillError
 from skill.models.hub import local_copy
@@ -40,7 +40,7 @@ class ProbeSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not silently dropped
 
-    model: LocalOrNamed = Field(
+    model: LocalModelOrNamed = Field(
         default=EMBEDDED_MODEL_ID,
         description="A hub id (downloaded as huggingface_hub does, honouring HF_HUB_OFFLINE, HF_HOME and HF_TOKEN), "
         "a local model directory, or the embedded id.",

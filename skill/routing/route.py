@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from skill.absolute_paths import LocalOrNamed
+from skill.absolute_paths import LocalModelOrNamed
 from skill.data import ANSWER, prompt_columns, raw_sample
 from skill.errors import SkillError
 from skill.models.sources import EMBEDDED_MODEL_ID
@@ -85,7 +85,7 @@ class RouteRequest(BaseModel):
     declared: DeclaredEvidence | None = Field(
         default=None, description="A base pass rate from your own evaluation, with its n: decides until measured."
     )
-    model: LocalOrNamed | None = Field(
+    model: LocalModelOrNamed | None = Field(
         default=None, description="The model to fine-tune (default: the probe's): sizes a route-away starting point."
     )
     parameters_billions: float | None = Field(

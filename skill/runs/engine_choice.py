@@ -5,20 +5,24 @@ ones; and the engines by name, for the runs already written.
   ``accelerate``. A plan over several nodes is refused, with what to send.
 - ``SlurmSettings``: ``slurm``, whatever the plan (one node or several).
 
-May import: ``recipe``, ``runs.engines``, ``runs.slurm``, ``errors``.
+May import: ``recipe``, ``runs.engines``, ``runs.slurm``, ``runs.store``, ``errors``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from skill.errors import SkillError
+from skill.recipe.launching.launch import write_files
+from skill.recipe.launching.launch_commands import CONFIG_FILE, NODE_SCRIPT
 from skill.recipe.launching.slurm_script import SlurmSettings
 from skill.recipe.schema import GRPORecipe
 from skill.runs.engines import AccelerateEngine, Engine, ProcessEngine
 from skill.runs.slurm import SlurmEngine
+from skill.runs.store import read_recipe
 
 
 class ThisMachine(BaseModel):
@@ -48,6 +52,17 @@ def engine_named(name: str) -> Engine:
             "Watch it with the version of grpo-rlvr that started it.",
         )
     return ENGINES[name]
+
+
+def engine_resuming(name: str, directory: Path) -> Engine:
+    """The engine a run was recorded with, its launch files renewed for a resume: launch_node.sh and the accelerate
+    config are the recipe's alone, so they are written again as this version writes them (an older run's would
+    start its vLLM server on a port under a name the worker no longer reads). slurm.sbatch, which also holds the
+    cluster's settings, stays; it calls launch_node.sh."""
+    engine = engine_named(name)
+    files = engine.files(read_recipe(directory))
+    write_files({file: files[file] for file in (CONFIG_FILE, NODE_SCRIPT) if file in files}, directory)
+    return engine
 
 
 def engine_for(

@@ -21,7 +21,7 @@ from skill.recipe.launching.launch import on_cpu_processes, with_sharding, write
 from skill.recipe.launching.slurm_script import SlurmSettings
 from skill.recipe.schema import GRPORecipe
 from skill.runs import checks
-from skill.runs.engine_choice import EngineSettings, ThisMachine, engine_for, engine_named
+from skill.runs.engine_choice import EngineSettings, ThisMachine, engine_for, engine_named, engine_resuming
 from skill.runs.engines import Engine
 from skill.runs.health import diagnose, headline, shape_of
 from skill.runs.health_check import unchecked
@@ -425,8 +425,8 @@ def _start(request: RunRequest) -> RunStatus:
         record.reason = record.exit_code = record.signal = record.ended_at = None
         record.resume_note = resume_preview(directory)  # the worker writes what it did once it starts
         write_record(directory, record)
-        try:
-            engine_named(record.engine).submit(directory, resume=True)  # the same plan, at the same world size
+        try:  # the same plan, at the same world size, its launch files as this version writes them
+            engine_resuming(record.engine, directory).submit(directory, resume=True)
         except SkillError as exc:
             record.state, record.reason, record.ended_at = "failed", str(exc), time.time()
             write_record(directory, record)

@@ -43,7 +43,12 @@ from typing import Any
 from skill.inspection.gate import open_gate
 from skill.models.sources import resolve_model_path
 from skill.recipe.checking.trl_contract import build_grpo_config
-from skill.recipe.launching.launch_commands import VLLM_GROUP_PORT_ENV, VLLM_PORT_ENV, uses_vllm_server
+from skill.recipe.launching.launch_commands import (
+    VLLM_GROUP_PORT_ENV,
+    VLLM_PORT_ENV,
+    starts_vllm_server,
+    uses_vllm_server,
+)
 from skill.recipe.schema import GRPORecipe
 from skill.rewards.registry import build_reward_functions
 from skill.runs import checkpoint_request
@@ -93,7 +98,7 @@ def launched_world_size() -> int:
 
 def engine_settings(environ: Mapping[str, str], server: bool) -> dict[str, Any]:
     """GRPOConfig values the engine decided for this attempt: the vLLM server's port and the weight-sync group's it
-    picked (which the accelerate engine sets and slurm.sbatch picks on node 0), for a plan with a server.
+    picked (which the accelerate engine sets and slurm.sbatch picks on node 0), for a plan that starts its server.
 
     >>> picked = {"GRPO_RLVR_VLLM_PORT": "40002", "GRPO_RLVR_VLLM_GROUP_PORT": "40003"}
     >>> engine_settings(picked, server=True), engine_settings(picked, server=False)
@@ -294,7 +299,7 @@ def train(run_dir: Path, recipe: GRPORecipe, resume: bool) -> None:
         save_total_limit=KEEP_CHECKPOINTS,
         save_steps=checkpoint_every(recipe.grpo),
     )
-    kwargs.update(engine_settings(os.environ, uses_vllm_server(recipe)), **tracking)
+    kwargs.update(engine_settings(os.environ, starts_vllm_server(recipe)), **tracking)  # a remote server's ports stay
     world_size = launched_world_size()  # on-policy: see the module docstring
     evaluation_rows = heldout_sample(run_dir, recipe, kwargs, world_size)
     if evaluation_rows:  # TRL scores them with the run's rewards every evaluation.every_steps (and before step 1)

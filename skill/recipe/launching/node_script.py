@@ -22,7 +22,6 @@ from skill.recipe.launching.launch_commands import (
     CONFIG_FILE,
     MAIN_PROCESS_PORT,
     SCRIPT_TRAINER,
-    VLLM_GROUP_PORT,
     VLLM_GROUP_PORT_ENV,
     VLLM_PORT_ENV,
     starts_vllm_server,
@@ -139,7 +138,7 @@ def _trainer_lines(server: bool, on_cpu: bool) -> list[str]:
 def _header(recipe: GRPORecipe, sharding: Sharding, server: str) -> list[str]:
     """What the script is, how to call it, and its settings (environment first, then defaults)."""
     on_cpu = " on CPU" if recipe.hardware.accelerator == "cpu" else ""
-    port = recipe.grpo.vllm_server_port
+    port, group = recipe.grpo.vllm_server_port, recipe.grpo.vllm_group_port
     return [
         "#!/usr/bin/env bash",
         f"# {recipe.model.name} ({recipe.method}), {sharding}: {recipe.launch.training_processes} trainer(s)"
@@ -157,7 +156,7 @@ def _header(recipe: GRPORecipe, sharding: Sharding, server: str) -> list[str]:
         "MAIN_PROCESS_IP=${MAIN_PROCESS_IP:-127.0.0.1}",
         f"MAIN_PROCESS_PORT=${{MAIN_PROCESS_PORT:-{MAIN_PROCESS_PORT}}}",
         f"{VLLM_PORT_ENV}=${{{VLLM_PORT_ENV}:-{port}}}",
-        f"{VLLM_GROUP_PORT_ENV}=${{{VLLM_GROUP_PORT_ENV}:-{VLLM_GROUP_PORT}}}",
+        f"{VLLM_GROUP_PORT_ENV}=${{{VLLM_GROUP_PORT_ENV}:-{group}}}",
         f"export {VLLM_PORT_ENV} {VLLM_GROUP_PORT_ENV}  # the trainer reads the ports the server was started with",
         f'if [ $# -gt 0 ]; then TRAINER=("$@"); else TRAINER=({SCRIPT_TRAINER}); fi',
     ]
